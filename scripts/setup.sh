@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian machine: system packages, a virtual environment
+# with the CPU build of torch, and the project with all extras. Safe to run again.
+#   scripts/setup.sh            python environment only
+#   scripts/setup.sh --system   also Docker, bubblewrap, debootstrap, PostgreSQL, Chromium
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "--system" ]]; then
+  need=()
+  command -v dockerd >/dev/null || need+=(docker.io)
+  command -v bwrap >/dev/null || need+=(bubblewrap)
+  command -v debootstrap >/dev/null || need+=(debootstrap)
+  [[ -x /usr/lib/postgresql/15/bin/postgres ]] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+  command -v chromium >/dev/null || need+=(chromium)
+  if ((${#need[@]})); then
+    echo "setup: installing ${need[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+fi
+
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.arena-installed
+want=$(sha256sum pyproject.toml | cut -c1-16)
+if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
+  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+  # The CPU build first: a bare `torch` requirement would pull a CUDA build of several GB.
+  .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -m pip install -q -e ".[all]" 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -c "import posttrain_arena, torch, trl, fastapi" 
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,9 @@
+"""`arena` commands for the collection area (filled in by the collection work)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this area's commands to the root app."""

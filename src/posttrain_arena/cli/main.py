@@ -1,0 +1,61 @@
+"""The `arena` command: a thin shell over the library.
+
+Each area registers its commands from its own module (`cli/<area>.py`, a `register(app)`
+function). Those modules import heavy libraries lazily, inside the command functions, so
+that `arena --help` and `arena task check` start fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="arena",
+    help="PostTrain Arena: measure what language models learn from task environments.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Order is the order of `arena --help`.
+_AREAS = (
+    "task",
+    "collection",
+    "sandbox",
+    "evaluate",
+    "train",
+    "demo",
+    "service",
+    "client",
+)
+
+
+def _register_all() -> None:
+    for area in _AREAS:
+        module = importlib.import_module(f"posttrain_arena.cli.{area}")
+        module.register(app)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+) -> None:
+    if version:
+        from posttrain_arena import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit(0)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

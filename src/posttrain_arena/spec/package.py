@@ -1,0 +1,193 @@
+"""TaskPackage: a task directory loaded into one frozen object.
+
+`load_task(path)` reads task.md and inspects the layout without running any package
+code. It raises SpecError (with located findings) when the package cannot be used; the
+deeper checks in `checks.py` add warnings and the safety checks.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from posttrain_arena.spec.body import TaskBody, parse_body
+from posttrain_arena.spec.domains import Domain
+from posttrain_arena.spec.findings import Finding, Severity, SpecError
+from posttrain_arena.spec.hashing import tree_hash
+from posttrain_arena.spec.task import TaskFrontmatter
+from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
+
+TASK_MD = "task.md"
+MAX_TASK_MD_BYTES = 1024 * 1024
+
+
+class VerifierKind(StrEnum):
+    """The verifier's entry point, in order of preference."""
+
+    VERIFIER_PY = "verifier.py"
+    TEST_SH = "test.sh"
+    PYTEST = "test_outputs.py"
+
+
+class TaskPackage(BaseModel):
+    """One task, loaded and validated."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    root: Path = Field(description="The package directory")
+    name: str = Field(description="Directory name; the task's id within a collection")
+    frontmatter: TaskFrontmatter
+    body: TaskBody
+    verifier_kind: VerifierKind = Field(description="Which verifier entry point runs")
+    checksum: str = Field(description="Content hash of the canonical package")
+
+    @property
+    def prompt(self) -> str:
+        return self.body.prompt or ""
+
+    @property
+    def domain(self) -> Domain:
+        return self.frontmatter.metadata.category
+
+    @property
+    def environment_dir(self) -> Path:
+        return self.root / "environment"
+
+    @property
+    def verifier_dir(self) -> Path:
+        return self.root / "verifier"
+
+    @property
+    def oracle_dir(self) -> Path:
+        return self.root / "oracle"
+
+    @property
+    def dockerfile(self) -> Path:
+        return self.environment_dir / "Dockerfile"
+
+
+def read_task_md(path: Path) -> str:
+    """task.md's text; SpecError when missing, too large, binary or not UTF-8."""
+    where = str(path)
+    if not path.is_file():
+        raise SpecError([_err("missing", where, "task.md is missing; run `arena task new`")])
+    size = path.stat().st_size
+    if size > MAX_TASK_MD_BYTES:
+        raise SpecError([_err("too-large", where, f"task.md is {size} bytes; the limit is "
+                              f"{MAX_TASK_MD_BYTES} bytes")])
+    raw = path.read_bytes()
+    if b"\0" in raw:
+        raise SpecError([_err("binary", where, "task.md is binary; it must be UTF-8 text")])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SpecError([_err("encoding", where, f"task.md is not UTF-8 (byte {exc.start}); "
+                              "save it as UTF-8", line=line)]) from None
+
+
+def split_frontmatter(text: str, where: str) -> tuple[str, str, int]:
+    """(yaml_text, body_text, body_first_line) from `---` delimited task.md text."""
+    text = text.removeprefix("\ufeff")
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise SpecError([_err("frontmatter", where, "task.md must start with a '---' line "
+                              "opening the YAML frontmatter", line=1)])
+    for i in range(1, len(lines)):
+        if lines[i].strip() in ("---", "..."):
+            return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :]), i + 2
+    raise SpecError([_err("frontmatter", where, "the YAML frontmatter is never closed; add "
+                          "a '---' line after it", line=1)])
+
+
+def parse_frontmatter(
+    yaml_text: str, where: str
+) -> tuple[TaskFrontmatter | None, dict[str, int], list[Finding]]:
+    """Validate frontmatter text; returns the model (or None) and findings with lines.
+
+    Lines in the result are task.md lines (the frontmatter starts on line 2).
+    """
+    try:
+        data, lines = load_yaml(yaml_text)
+    except YamlProblem as exc:
+        line = exc.line + 1 if exc.line is not None else None
+        return None, {}, [_err("yaml", where, str(exc), line=line)]
+    lines = {k: v + 1 for k, v in lines.items()}
+    if not isinstance(data, dict):
+        return None, lines, [_err("frontmatter", where, "the frontmatter must be a YAML mapping "
+                                  f"(got {type(data).__name__})", line=1)]
+    try:
+        return TaskFrontmatter.model_validate(data), lines, []
+    except ValidationError as exc:
+        return None, lines, validation_findings(exc, where, lines)
+
+
+def validation_findings(
+    exc: ValidationError, where: str, lines: dict[str, int], code: str = "schema"
+) -> list[Finding]:
+    """Turn pydantic errors into `file:line: field: what (got ...)` findings."""
+    out = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        dotted = ".".join(loc)
+        line = None
+        for n in range(len(loc), 0, -1):
+            line = lines.get(".".join(loc[:n]))
+            if line is not None:
+                break
+        msg = err["msg"]
+        if err["type"] == "missing":
+            msg = "is required"
+        elif "input" in err and not isinstance(err["input"], dict | list):
+            msg = f"{msg} (got {_short(err['input'])})"
+        out.append(Finding(severity=Severity.ERROR, code=code, path=where, line=line,
+                           field=dotted or None, message=msg))
+    return out
+
+
+def detect_verifier(verifier_dir: Path) -> VerifierKind | None:
+    """The verifier entry point present in `verifier/`, by preference order."""
+    for kind in (VerifierKind.VERIFIER_PY, VerifierKind.TEST_SH, VerifierKind.PYTEST):
+        if (verifier_dir / kind.value).is_file():
+            return kind
+    return None
+
+
+def load_task(path: Path | str) -> TaskPackage:
+    """Load a task package; raise SpecError listing every blocking problem found."""
+    root = Path(path)
+    if not root.is_dir():
+        raise SpecError([_err("not-a-directory", str(root),
+                              "not a task directory (expected a folder with task.md)")])
+    where = str(root / TASK_MD)
+    text = read_task_md(root / TASK_MD)
+    yaml_text, body_text, body_line = split_frontmatter(text, where)
+    frontmatter, _, findings = parse_frontmatter(yaml_text, where)
+    body = parse_body(body_text, body_line)
+    if body.prompt is None:
+        findings.append(_err("prompt", where, "no '## prompt' section (or '## scene: NAME'); "
+                             "add one with the agent's instruction"))
+    elif not body.prompt.strip():
+        findings.append(_err("prompt", where, "the '## prompt' section is empty"))
+    kind = detect_verifier(root / "verifier")
+    if kind is None:
+        findings.append(_err("verifier", str(root / "verifier"), "no verifier entry point; add "
+                             "verifier/verifier.py, verifier/test.sh or verifier/test_outputs.py"))
+    if frontmatter is None or kind is None or findings:
+        raise SpecError(findings)
+    return TaskPackage(root=root, name=root.resolve().name, frontmatter=frontmatter, body=body,
+                       verifier_kind=kind, checksum=tree_hash(root))
+
+
+def _err(code: str, path: str, message: str, line: int | None = None,
+         field: str | None = None) -> Finding:
+    return Finding(severity=Severity.ERROR, code=code, path=path, line=line, field=field,
+                   message=message)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
