@@ -23,6 +23,7 @@ app = typer.Typer(
 _AREAS = (
     "task",
     "collection",
+    "replay",
     "sandbox",
     "evaluate",
     "train",
@@ -33,9 +34,14 @@ _AREAS = (
 
 
 def _register_all() -> None:
+    from posttrain_arena.cli.groups import GROUPS
+
     for area in _AREAS:
         module = importlib.import_module(f"posttrain_arena.cli.{area}")
         module.register(app)
+    for name, group in GROUPS.items():
+        if group.registered_commands or group.registered_groups:
+            app.add_typer(group, name=name)
 
 
 @app.callback()

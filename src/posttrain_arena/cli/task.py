@@ -1,4 +1,4 @@
-"""`arena` commands for the task area (filled in by the task work)."""
+"""`arena task check|schema|new`."""
 
 from __future__ import annotations
 

@@ -1,0 +1,9 @@
+"""`arena` commands for the replay area: `task run`, `collection replay`."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this area's commands to the root app."""
