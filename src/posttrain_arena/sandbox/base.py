@@ -90,12 +90,17 @@ class Session(Protocol):
         ...
 
     def copy_in(self, src: Path, dest: str) -> None:
-        """Copy a host file or directory into the session at `dest`."""
+        """Copy a host file or directory into the session at `dest`.
+
+        `dest` is the path the copy gets (not its parent): copy_in(dir, "/x") makes /x
+        hold dir's contents (merged into /x if it exists); parents are created.
+        """
         ...
 
     def copy_out(self, src: str, dest: Path) -> None:
         """Copy a path of the session to the host (directories recursively).
-        Symlinks are copied as links, never followed."""
+        Symlinks are copied as links, never followed. `dest` is the path the copy gets
+        (not its parent), as for copy_in."""
         ...
 
     def kill_all(self) -> None:
