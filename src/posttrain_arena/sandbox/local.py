@@ -1,0 +1,338 @@
+"""The `local` backend: bubblewrap on the host, no Docker needed.
+
+Each `exec` is one `bwrap` invocation over the session's state directory:
+`--unshare-all` (no network but loopback, unless the task allows the internet), its own
+pid namespace (`--die-with-parent`, so killing bwrap kills the whole tree), the host's
+system directories read-only, `/dev`, `/proc`, and the writable roots (see localfs)
+bound from the session. Files persist between execs; processes do not: anything an exec
+leaves in the background dies when it returns (which also means an agent cannot leave a
+process behind to tamper with verification). Limits: a cgroup per session (pids, memory,
+cpu) where the host allows it, plus rlimits (file size, and address space when no memory
+cgroup). Images are directories built from a Dockerfile subset (see localbuild).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import resource
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from posttrain_arena.sandbox.base import (
+    ExecResult,
+    ImageRef,
+    Limits,
+    Mount,
+    PrerequisiteError,
+    SandboxError,
+)
+from posttrain_arena.sandbox.cgroups import SessionCgroup
+from posttrain_arena.sandbox.localfs import SYSTEM_RO, SandboxFS, copy_tree, normalize
+from posttrain_arena.sandbox.process import run_with_deadline
+
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SESSION_PREFIX = "arena-local-"
+
+
+def sessions_dir() -> Path:
+    """Where session state directories live ($ARENA_LOCAL_SESSIONS or the temp dir)."""
+    base = os.environ.get("ARENA_LOCAL_SESSIONS") or tempfile.gettempdir()
+    path = Path(base) / "posttrain-arena-sessions"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def bwrap_path() -> str:
+    """The bwrap binary, or PrerequisiteError saying how to install it."""
+    found = shutil.which("bwrap")
+    if found is None:
+        raise PrerequisiteError(
+            "bubblewrap is not installed; fix: apt-get install bubblewrap "
+            "(or use the docker backend)"
+        )
+    return found
+
+
+def base_bwrap_args(
+    fs: SandboxFS,
+    *,
+    allow_internet: bool,
+    mounts: list[Mount] | None = None,
+) -> list[str]:
+    """bwrap arguments for the sandbox's file-system view and namespaces."""
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--hostname", "arena"]
+    if allow_internet:
+        args.append("--share-net")
+    for name in SYSTEM_RO:
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), f"/{name}"]
+    args += ["--dev", "/dev", "--proc", "/proc"]
+    for root in sorted(fs.roots, key=len):
+        host = fs.state / root.lstrip("/")
+        host.mkdir(parents=True, exist_ok=True)
+        args += ["--bind", str(host), root]
+    for m in mounts or []:
+        args += ["--ro-bind" if m.read_only else "--bind", str(m.source), m.target]
+    args += ["--remount-ro", "/"]
+    return args
+
+
+def _uid_of(user: str | None) -> int | None:
+    if user is None or user in ("", "root", "0"):
+        return None
+    if user.isdigit():
+        return int(user)
+    try:
+        return pwd.getpwnam(user.split(":")[0]).pw_uid
+    except KeyError as exc:
+        raise SandboxError(
+            f"user {user!r} does not exist on this host; the local backend runs as root "
+            "or a numeric uid (use the docker backend for users created in the image)"
+        ) from exc
+
+
+class LocalSession:
+    """One local sandbox: a state directory, a cgroup, and bwrap per exec."""
+
+    def __init__(
+        self,
+        image: ImageRef,
+        *,
+        state_dir: Path,
+        roots: list[str],
+        limits: Limits,
+        mounts: list[Mount] | None,
+        labels: Mapping[str, str] | None,
+    ) -> None:
+        self.id = state_dir.name
+        self.image = image
+        self.state_dir = state_dir
+        self.fs = SandboxFS(state_dir / "fs", roots)
+        self.limits = limits
+        self.mounts = list(mounts or [])
+        self.labels = dict(labels or {})
+        self.cgroup = SessionCgroup.create(self.id, limits)
+        self._bwrap = bwrap_path()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    # -- exec -------------------------------------------------------------------------
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout: float | None = None,
+        user: str | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        on_output: Callable[[str], None] | None = None,
+    ) -> ExecResult:
+        """Run a command in a fresh bwrap over this session's files (see module doc)."""
+        if self._stopped:
+            raise SandboxError(f"session {self.id} is stopped")
+        argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
+        if not argv:
+            raise SandboxError("exec: empty command")
+        cwd = normalize(workdir or self.image.workdir)
+        full_env = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb"}
+        full_env.update(self.image.env)
+        full_env.update(env or {})
+        args = [
+            self._bwrap,
+            *base_bwrap_args(
+                self.fs, allow_internet=self.limits.allow_internet, mounts=self.mounts
+            ),
+        ]
+        args += ["--chdir", cwd, "--clearenv"]
+        for key, value in full_env.items():
+            args += ["--setenv", key, value]
+        uid = _uid_of(user)
+        if uid is not None:
+            args += ["--uid", str(uid), "--gid", str(uid)]
+        args += ["--", *argv]
+        if not self.fs.host_path(cwd, write=False).exists():
+            raise SandboxError(f"exec: workdir {cwd} does not exist in session {self.id}")
+        result = run_with_deadline(
+            args,
+            timeout=timeout,
+            env={"PATH": BASE_PATH},
+            preexec=self._preexec,
+            on_output=on_output,
+            kill_extra=self.cgroup.kill if self.cgroup is not None else None,
+            register=self._register,
+        )
+        if (
+            not result.timed_out
+            and result.exit_code == 137
+            and self.cgroup is not None
+            and self.cgroup.oom_killed()
+        ):
+            return ExecResult(
+                result.exit_code,
+                result.stdout,
+                result.stderr + "\n[posttrain-arena: killed by the memory limit]\n",
+                False,
+                result.duration_sec,
+            )
+        return result
+
+    def _register(self, proc: subprocess.Popen[bytes] | None) -> None:
+        # run_with_deadline reports the Popen on start and None at the end; track by thread
+        with self._lock:
+            if proc is not None:
+                self._running.add(proc)
+                threading.current_thread().__dict__["_arena_proc"] = proc
+            else:
+                done = threading.current_thread().__dict__.pop("_arena_proc", None)
+                self._running.discard(done)  # type: ignore[arg-type]
+
+    def _preexec(self) -> None:
+        # Runs in the child between fork and exec of bwrap.
+        if self.cgroup is not None:
+            self.cgroup.enter()
+        else:
+            mem = max(self.limits.memory_mb, 256) << 20
+            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        fsize = self.limits.storage_mb << 20
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    # -- files ------------------------------------------------------------------------
+    def copy_in(self, src: Path, dest: str) -> None:
+        """Copy a host file or directory to `dest` (the copy's own path; a directory's
+        contents are merged into it). Links are copied as links."""
+        if not os.path.lexists(src):
+            raise SandboxError(f"copy_in: {src} does not exist")
+        target = self.fs.host_path(normalize(dest, self.image.workdir), write=True)
+        copy_tree(Path(src), target)
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        """Copy a sandbox path to `dest` on the host (the copy's own path). Links are
+        copied as links, never followed."""
+        host = self.fs.host_path(normalize(src, self.image.workdir), write=False)
+        if not os.path.lexists(host):
+            raise SandboxError(f"copy_out: {src} does not exist in session {self.id}")
+        copy_tree(host, Path(dest))
+
+    # -- lifecycle --------------------------------------------------------------------
+    def kill_all(self) -> None:
+        """Kill every running exec and anything it left behind."""
+        with self._lock:
+            procs = list(self._running)
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, 9)
+        if self.cgroup is not None:
+            self.cgroup.kill()
+
+    def stop(self) -> None:
+        """Kill everything and delete the session's files and groups. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.kill_all()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class LocalBackend:
+    """Sandboxes made with bubblewrap on this host."""
+
+    name = "local"
+
+    def available(self) -> tuple[bool, str]:
+        """Whether bwrap is installed and can create namespaces here."""
+        try:
+            bwrap = bwrap_path()
+        except PrerequisiteError as exc:
+            return False, str(exc)
+        probe = subprocess.run(
+            [
+                bwrap,
+                "--unshare-all",
+                "--die-with-parent",
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if probe.returncode != 0:
+            return False, (
+                f"bwrap cannot create a sandbox here: {probe.stderr.strip()}; fix: enable "
+                "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) "
+                "or run as root"
+            )
+        group = SessionCgroup.create("probe-" + uuid.uuid4().hex[:8], Limits())
+        if group is None:
+            return True, (
+                f"bubblewrap {bwrap} works (rlimits only: no writable cgroup, so the "
+                "process limit is not enforced for root)"
+            )
+        group.remove()
+        return True, f"bubblewrap {bwrap} works (cgroup limits: pids, memory, cpu)"
+
+    def build(self, context: Path, *, timeout: float, task_name: str = "") -> ImageRef:
+        """Build (or reuse, by content hash) a local image from a Dockerfile subset."""
+        from posttrain_arena.sandbox.localbuild import build_local_image
+
+        return build_local_image(Path(context), timeout=timeout, task_name=task_name)
+
+    def start(
+        self,
+        image: ImageRef,
+        *,
+        limits: Limits,
+        mounts: list[Mount] | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> LocalSession:
+        """A new session with a private copy of the image's files."""
+        from posttrain_arena.sandbox.localbuild import image_dir, read_meta
+
+        src = image_dir(image)
+        meta = read_meta(src)
+        state = Path(tempfile.mkdtemp(prefix=SESSION_PREFIX, dir=sessions_dir()))
+        try:
+            subprocess.run(
+                ["cp", "-a", "--reflink=auto", str(src / "fs"), str(state / "fs")],
+                check=True,
+                capture_output=True,
+            )
+            (state / "owner").write_text(f"{os.getpid()} {time.time():.0f}\n")
+            return LocalSession(
+                image,
+                state_dir=state,
+                roots=meta.roots,
+                limits=limits,
+                mounts=mounts,
+                labels=labels,
+            )
+        except (OSError, subprocess.CalledProcessError) as exc:
+            shutil.rmtree(state, ignore_errors=True)
+            raise SandboxError(f"cannot start a local session from {image.tag}: {exc}") from exc

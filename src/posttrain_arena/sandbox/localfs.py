@@ -1,0 +1,154 @@
+"""The file-system view of a `local` sandbox.
+
+Inside, the host's system directories (/usr, /etc and the /bin, /lib links) are bound
+read-only and everything else is hidden. A fixed set of *writable roots* (the workdir,
+/root, /tmp, /opt, /srv, /data, /app, /workspace, /home, /var/lib/task, and any other
+top-level directory a Dockerfile's WORKDIR or COPY names) are bound read-write from the
+session's state directory on the host. This module maps sandbox paths to host paths,
+resolving symlinks the way the sandbox would (inside its own view, never on the host),
+and copies trees without following links.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import stat
+from pathlib import Path
+
+from posttrain_arena.sandbox.base import SandboxError
+
+SYSTEM_RO = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+DEFAULT_ROOTS = (
+    "/root",
+    "/tmp",
+    "/opt",
+    "/srv",
+    "/data",
+    "/app",
+    "/workspace",
+    "/home",
+    "/var/lib/task",
+)
+# Top-level names that never become writable roots (system, or kernel file systems).
+_RESERVED_TOP = frozenset({*SYSTEM_RO, "proc", "sys", "dev", "boot", "run", "var"})
+_EXTRA_NESTED = ("/var/lib/task",)
+
+
+def normalize(path: str, cwd: str = "/") -> str:
+    """Absolute, normalized sandbox path ('..' cannot climb above /)."""
+    joined = path if path.startswith("/") else posixpath.join(cwd, path)
+    norm = posixpath.normpath("/" + joined.lstrip("/"))
+    return "/" if norm in ("", "//") else norm
+
+
+def is_under(path: str, root: str) -> bool:
+    """Whether sandbox path `path` is `root` or inside it."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def root_for(path: str, roots: list[str] | tuple[str, ...] = DEFAULT_ROOTS) -> str | None:
+    """The writable root that `path` falls under, or the new top-level root it would
+    need; None if the path is a system location the local backend keeps read-only."""
+    for root in sorted(roots, key=len, reverse=True):
+        if is_under(path, root):
+            return root
+    for nested in _EXTRA_NESTED:
+        if is_under(path, nested):
+            return nested
+    parts = path.strip("/").split("/")
+    if not parts[0] or parts[0] in _RESERVED_TOP:
+        return None
+    return "/" + parts[0]
+
+
+class SandboxFS:
+    """Maps a session's sandbox paths to host paths under `state` (its `fs/` directory)."""
+
+    def __init__(self, state: Path, roots: list[str]) -> None:
+        self.state = state
+        self.roots = sorted(set(roots), key=len, reverse=True)
+
+    def host_of(self, path: str) -> tuple[Path | None, bool]:
+        """(host path, writable) of a normalized sandbox path, without resolving links."""
+        for root in self.roots:
+            if is_under(path, root):
+                return self.state / path.lstrip("/"), True
+        top = path.strip("/").split("/")[0]
+        if top in SYSTEM_RO:
+            return Path(path), False
+        if path == "/":
+            return None, False
+        return None, False
+
+    def resolve(self, path: str, *, follow_last: bool = False) -> str:
+        """Resolve symlinks in `path` as the sandbox sees them (absolute targets stay in
+        the sandbox's view). The last component is left alone unless follow_last."""
+        parts = [p for p in normalize(path).split("/") if p]
+        cur = "/"
+        hops = 0
+        i = 0
+        while i < len(parts):
+            nxt = posixpath.join(cur, parts[i])
+            host, _ = self.host_of(nxt)
+            last = i == len(parts) - 1
+            if host is not None and host.is_symlink() and (follow_last or not last):
+                hops += 1
+                if hops > 40:
+                    raise SandboxError(f"{path}: too many levels of symbolic links")
+                target = os.readlink(host)
+                new = normalize(target, cwd=cur)
+                parts = [p for p in new.split("/") if p] + parts[i + 1 :]
+                cur, i = "/", 0
+                continue
+            cur, i = nxt, i + 1
+        return cur
+
+    def host_path(self, path: str, *, write: bool) -> Path:
+        """Host location of a sandbox path (intermediate links resolved in the sandbox);
+        SandboxError when it is outside what the sandbox can see or, for write, change."""
+        resolved = self.resolve(path)
+        host, writable = self.host_of(resolved)
+        if host is None or (write and not writable):
+            what = "writable" if write else "visible"
+            raise SandboxError(
+                f"{path}: not a {what} path of the local sandbox (writable roots: "
+                f"{', '.join(sorted(self.roots))}); the docker backend has a full file system"
+            )
+        return host
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    """Copy a file, link or directory from src to dest: links recreated as links (never
+    followed), regular files and directories copied, devices/fifos/sockets skipped."""
+    st = os.lstat(src)
+    if stat.S_ISLNK(st.st_mode):
+        _replace_with_link(dest, os.readlink(src))
+    elif stat.S_ISDIR(st.st_mode):
+        if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+            dest.unlink()
+        dest.mkdir(parents=True, exist_ok=True)
+        with os.scandir(src) as it:
+            for entry in it:
+                copy_tree(Path(entry.path), dest / entry.name)
+        shutil.copystat(src, dest, follow_symlinks=False)
+    elif stat.S_ISREG(st.st_mode):
+        if dest.is_symlink() or dest.is_dir():
+            _remove(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest, follow_symlinks=False)
+
+
+def _replace_with_link(dest: Path, target: str) -> None:
+    if dest.is_symlink() or dest.exists():
+        _remove(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, dest)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()

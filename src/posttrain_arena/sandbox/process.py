@@ -1,0 +1,129 @@
+"""Run one host process with streamed output, a deadline and a whole-tree kill.
+
+Used by the `local` backend around each bubblewrap invocation. The child starts in its
+own session; on timeout its process group is SIGKILLed and `kill_extra` (the session's
+cgroup) is asked to finish off anything that escaped, before the pipes are drained.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+
+from posttrain_arena.sandbox.base import ExecResult
+
+MAX_CAPTURE = 8 << 20  # bytes kept per stream; the rest is dropped with a marker
+_TRUNCATED = "\n[... output truncated by posttrain-arena ...]\n"
+
+
+class _Capture:
+    def __init__(self, on_output: Callable[[str], None] | None) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.dropped = False
+        self.on_output = on_output
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes) -> None:
+        if self.on_output is not None:
+            text = self.decoder.decode(data)
+            if text:
+                self.on_output(text)
+        room = MAX_CAPTURE - self.size
+        if room <= 0:
+            self.dropped = True
+            return
+        if len(data) > room:
+            data, self.dropped = data[:room], True
+        self.parts.append(data)
+        self.size += len(data)
+
+    def text(self) -> str:
+        out = b"".join(self.parts).decode("utf-8", errors="replace")
+        return out + _TRUNCATED if self.dropped else out
+
+
+def run_with_deadline(
+    argv: Sequence[str],
+    *,
+    timeout: float | None,
+    env: dict[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
+    on_output: Callable[[str], None] | None = None,
+    kill_extra: Callable[[], None] | None = None,
+    register: Callable[[subprocess.Popen[bytes] | None], None] | None = None,
+) -> ExecResult:
+    """Run argv; on timeout kill its process group (and `kill_extra`) and return
+    timed_out=True with exit code 137."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=preexec,
+        start_new_session=True,
+        close_fds=True,
+    )
+    if register is not None:
+        register(proc)
+    out, err = _Capture(on_output), _Capture(on_output)
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    deadline = None if timeout is None else t0 + timeout
+    timed_out = False
+    try:
+        while sel.get_map():
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                timed_out = True
+                _kill_group(proc)
+                if kill_extra is not None:
+                    kill_extra()
+                deadline = None  # drain what is left; the writers are dead
+                continue
+            for key, _ in sel.select(wait):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    continue
+                key.data.feed(data)
+        code = proc.wait()
+    finally:
+        sel.close()
+        if proc.poll() is None:
+            _kill_group(proc)
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+        if register is not None:
+            register(None)
+    return ExecResult(
+        exit_code=137 if timed_out else _exit_code(code),
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+        duration_sec=time.monotonic() - t0,
+    )
+
+
+def _exit_code(code: int) -> int:
+    return 128 - code if code < 0 else code
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
