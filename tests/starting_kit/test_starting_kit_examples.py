@@ -1,0 +1,151 @@
+"""The starting kit's worked examples and the existing-format fixture: load, check, replay.
+
+Fast and sandbox-free: the replay here runs each oracle on the host against a
+workspace seeded from the Dockerfile's COPY lines. Sandboxed replays are the trial
+area's tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from posttrain_arena.spec.domains import Domain
+from posttrain_arena.spec.package import TaskPackage, load_task
+from . import replay
+from .wrong_answers import WRONG_ANSWERS
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES_DIR = REPO / "starting-kit" / "examples"
+FIXTURES_DIR = REPO / "tests" / "fixtures" / "posttrain_format"
+EXAMPLES = sorted(p for p in EXAMPLES_DIR.iterdir() if (p / "task.md").is_file())
+FIXTURES = sorted(p for p in FIXTURES_DIR.iterdir() if (p / "task.md").is_file())
+PACKAGES = EXAMPLES + FIXTURES
+MAX_PACKAGE_BYTES = 50 * 1024
+
+package_param = pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
+
+
+def _check_task() -> Callable[..., object] | None:
+    try:
+        module = importlib.import_module("posttrain_arena.spec.checks")
+    except ImportError:
+        return None
+    return getattr(module, "check_task", None)
+
+
+def test_one_example_per_domain() -> None:
+    """Every one of the eight domains has exactly one worked example."""
+    domains = [load_task(p).domain for p in EXAMPLES]
+    assert sorted(domains) == sorted(Domain)
+
+
+def test_fixture_is_in_the_published_format() -> None:
+    """The fixture keeps the published layout: no fields of our own, all published files."""
+    assert FIXTURES, "tests/fixtures/posttrain_format has no package"
+    for root in FIXTURES:
+        for rel in ("environment/Dockerfile", "verifier/test.sh", "verifier/test_outputs.py",
+                    "verifier/verifier.md", "oracle/solve.sh"):
+            assert (root / rel).is_file(), f"{root.name}: {rel} missing"
+        assert list((root / "verifier" / "rubrics").glob("*.md"))
+        meta = load_task(root).frontmatter.metadata
+        assert "license" not in meta.model_fields_set and "origin" not in meta.model_fields_set
+        assert "BENCHFLOW_SKIP_VERIFIER_DEPS" in (root / "verifier" / "test.sh").read_text()
+
+
+@package_param
+def test_package_loads(package: Path) -> None:
+    """load_task accepts the package, finds a prompt and test.sh as the entry point."""
+    task = load_task(package)
+    assert isinstance(task, TaskPackage)
+    assert task.prompt.strip()
+    assert task.verifier_kind.value == "test.sh"
+    assert (package / "oracle" / "solve.sh").is_file()
+
+
+@package_param
+def test_package_checks_without_errors(package: Path) -> None:
+    """The structural checks (when present) report no error for the package."""
+    check_task = _check_task()
+    if check_task is None:
+        pytest.skip("posttrain_arena.spec.checks.check_task is not available yet")
+    report = check_task(package)
+    findings = getattr(report, "findings", report)
+    errors = [f for f in findings if getattr(f, "severity", None) == "error"]  # type: ignore[union-attr]
+    assert not errors, "\n".join(f.render() for f in errors)
+
+
+@package_param
+def test_package_is_small(package: Path) -> None:
+    """Each package stays under 50 KB, seed data included."""
+    size = sum(p.stat().st_size for p in package.rglob("*") if p.is_file()
+               and "__pycache__" not in p.parts)
+    assert size < MAX_PACKAGE_BYTES, f"{package.name} is {size} bytes"
+
+
+@package_param
+def test_dockerfile_needs_no_network(package: Path) -> None:
+    """Images build offline from the local Debian base with no package installs."""
+    text = (package / "environment" / "Dockerfile").read_text()
+    first = next(line for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    assert first.split()[0].upper() == "FROM"
+    assert first.split()[1].startswith(("posttrain-arena/python:bookworm", "debian:bookworm"))
+    for word in ("apt-get", "pip", "curl", "wget"):
+        assert word not in text, f"{package.name}: Dockerfile uses {word}"
+
+
+@package_param
+def test_oracle_replay_passes(package: Path, tmp_path: Path) -> None:
+    """oracle/solve.sh on a freshly seeded workspace makes every verifier check pass."""
+    workspace = tmp_path / "root"
+    env = replay.seed_workspace(package, workspace)
+    solved = replay.run_oracle(package, workspace, env)
+    assert solved.returncode == 0, solved.stdout + solved.stderr
+    verifier = replay.copy_verifier(package, tmp_path)
+    verdict = replay.run_verifier(verifier, workspace)
+    assert verdict.returncode == 0, verdict.stdout + verdict.stderr
+
+
+@package_param
+def test_empty_trial_fails(package: Path, tmp_path: Path) -> None:
+    """Doing nothing (the seeded workspace as built) fails the verifier."""
+    workspace = tmp_path / "root"
+    replay.seed_workspace(package, workspace)
+    verifier = replay.copy_verifier(package, tmp_path)
+    verdict = replay.run_verifier(verifier, workspace)
+    assert verdict.returncode == 1, verdict.stdout + verdict.stderr
+
+
+@pytest.mark.parametrize("package", EXAMPLES, ids=lambda p: p.name)
+def test_plausible_wrong_answer_fails(package: Path, tmp_path: Path) -> None:
+    """A plausible but wrong solution (a typical slip, applied after the oracle) fails."""
+    assert package.name in WRONG_ANSWERS, f"add a wrong answer for {package.name}"
+    workspace = tmp_path / "root"
+    env = replay.seed_workspace(package, workspace)
+    assert replay.run_oracle(package, workspace, env).returncode == 0
+    WRONG_ANSWERS[package.name](workspace)
+    verifier = replay.copy_verifier(package, tmp_path)
+    verdict = replay.run_verifier(verifier, workspace)
+    assert verdict.returncode == 1, verdict.stdout + verdict.stderr
+
+
+@package_param
+def test_test_sh_writes_the_reward(package: Path, tmp_path: Path) -> None:
+    """verifier/test.sh exits 0 and writes 1.0 after the oracle, 0.0 for an empty trial."""
+    for solve, expected in ((False, 0.0), (True, 1.0)):
+        case = tmp_path / ("oracle" if solve else "empty")
+        workspace = case / "root"
+        env = replay.seed_workspace(package, workspace)
+        if solve:
+            assert replay.run_oracle(package, workspace, env).returncode == 0
+        verifier = replay.copy_verifier(package, case)
+        logs = case / "logs" / "verifier"
+        done = replay.run_test_sh(verifier, workspace, logs)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert float((logs / "reward.txt").read_text()) == expected, done.stdout
+        assert json.loads((logs / "reward.json").read_text()) == {"reward": expected}
+        assert json.loads((logs / "ctrf.json").read_text())["results"]["summary"]["tests"] > 0
