@@ -1,9 +1,95 @@
-"""`arena task check|schema|new`."""
+"""`arena task check|schema|new`: thin wrappers over posttrain_arena.spec."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from posttrain_arena.cli.groups import task_app
+from posttrain_arena.spec.domains import Domain
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the root app."""
+    """Commands live on the shared `task` group (see cli/groups.py)."""
+
+
+def print_findings(findings: list[Any]) -> None:
+    """One `file:line: severity: field: message` line per finding, errors in red."""
+    for f in findings:
+        color = "red" if f.severity.value == "error" else "yellow"
+        typer.secho(f.render(), fg=color, err=False)
+
+
+def _dump(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@task_app.command("check")
+def check(
+    paths: list[Path] = typer.Argument(..., help="Task package folders to check."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
+) -> None:
+    """Structural checks of task packages; runs none of their code.
+
+    Exit 0 when every package is valid (warnings allowed), 1 when any has errors.
+    """
+    from posttrain_arena.spec.checks import check_task
+
+    reports = [check_task(p) for p in paths]
+    ok = all(r.ok for r in reports)
+    if as_json:
+        _dump({"ok": ok, "tasks": [r.to_json() for r in reports]})
+    else:
+        for r in reports:
+            print_findings(r.findings)
+            status = typer.style("ok", fg="green") if r.ok else typer.style("FAIL", fg="red")
+            typer.echo(f"{status} {r.path}: {len(r.errors)} error(s), "
+                       f"{len(r.warnings)} warning(s)"
+                       + (f", {r.checksum}" if r.ok and r.checksum else ""))
+    raise typer.Exit(0 if ok else 1)
+
+
+@task_app.command("schema")
+def schema(
+    submission: bool = typer.Option(
+        False, "--submission", help="The schema of submission.yaml instead of task.md."
+    ),
+    as_json: bool = typer.Option(True, "--json", help="JSON output (the only format)."),
+) -> None:
+    """Print the JSON Schema of task.md frontmatter (or of submission.yaml)."""
+    from posttrain_arena.spec.schema import submission_schema, task_schema
+
+    _dump(submission_schema() if submission else task_schema())
+
+
+@task_app.command("new")
+def new(
+    name: str = typer.Argument(..., help="The task's folder name, e.g. parse-invoices."),
+    category: Domain = typer.Option(..., "--category", "-c", help="The task's domain."),
+    directory: Path = typer.Option(
+        Path("."), "--dir", help="Folder to create the package in."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Write a new task package that checks clean and that an empty trial fails."""
+    from posttrain_arena.spec.scaffold import ScaffoldError, new_task, validate_task_name
+
+    try:
+        validate_task_name(name)
+    except ScaffoldError as exc:
+        raise typer.BadParameter(str(exc), param_hint="NAME") from None
+    try:
+        target = new_task(name, category, directory)
+    except ScaffoldError as exc:
+        if as_json:
+            _dump({"ok": False, "error": str(exc)})
+        else:
+            typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        _dump({"ok": True, "path": str(target), "category": category.value})
+    else:
+        typer.echo(f"wrote {target}\nnext: arena task check {target} && arena task run {target}")

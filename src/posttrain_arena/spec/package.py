@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -156,30 +156,60 @@ def detect_verifier(verifier_dir: Path) -> VerifierKind | None:
     return None
 
 
-def load_task(path: Path | str) -> TaskPackage:
-    """Load a task package; raise SpecError listing every blocking problem found."""
-    root = Path(path)
-    if not root.is_dir():
-        raise SpecError([_err("not-a-directory", str(root),
-                              "not a task directory (expected a folder with task.md)")])
+class ParsedTaskMd(NamedTuple):
+    """task.md read and validated: what parsed, plus the findings (errors) on the way."""
+
+    frontmatter: TaskFrontmatter | None
+    body: TaskBody | None
+    lines: dict[str, int]
+    findings: list[Finding]
+
+
+def parse_task_md(root: Path) -> ParsedTaskMd:
+    """Read and validate `root/task.md` without raising; problems come back as findings."""
     where = str(root / TASK_MD)
-    text = read_task_md(root / TASK_MD)
-    yaml_text, body_text, body_line = split_frontmatter(text, where)
-    frontmatter, _, findings = parse_frontmatter(yaml_text, where)
+    try:
+        text = read_task_md(root / TASK_MD)
+        yaml_text, body_text, body_line = split_frontmatter(text, where)
+    except SpecError as exc:
+        return ParsedTaskMd(None, None, {}, list(exc.findings))
+    frontmatter, lines, findings = parse_frontmatter(yaml_text, where)
     body = parse_body(body_text, body_line)
     if body.prompt is None:
         findings.append(_err("prompt", where, "no '## prompt' section (or '## scene: NAME'); "
                              "add one with the agent's instruction"))
     elif not body.prompt.strip():
-        findings.append(_err("prompt", where, "the '## prompt' section is empty"))
+        findings.append(_err("prompt", where, "the '## prompt' section is empty; write the "
+                             "agent's instruction under it"))
+    return ParsedTaskMd(frontmatter, body, lines, findings)
+
+
+def missing_verifier(root: Path) -> Finding:
+    """The finding for a package without a verifier entry point."""
+    return _err("verifier", str(root / "verifier"), "no verifier entry point; add "
+                "verifier/verifier.py, verifier/test.sh or verifier/test_outputs.py")
+
+
+def load_task(path: Path | str, checksum: str | None = None) -> TaskPackage:
+    """Load a task package; raise SpecError listing every blocking problem found.
+
+    `checksum`, when the caller has already hashed the tree (the checks do, in their
+    single walk), saves reading every file a second time.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise SpecError([_err("not-a-directory", str(root),
+                              "not a task directory (expected a folder with task.md)")])
+    parsed = parse_task_md(root)
+    findings = list(parsed.findings)
     kind = detect_verifier(root / "verifier")
     if kind is None:
-        findings.append(_err("verifier", str(root / "verifier"), "no verifier entry point; add "
-                             "verifier/verifier.py, verifier/test.sh or verifier/test_outputs.py"))
-    if frontmatter is None or kind is None or findings:
+        findings.append(missing_verifier(root))
+    if parsed.frontmatter is None or parsed.body is None or kind is None or findings:
         raise SpecError(findings)
-    return TaskPackage(root=root, name=root.resolve().name, frontmatter=frontmatter, body=body,
-                       verifier_kind=kind, checksum=tree_hash(root))
+    return TaskPackage(root=root, name=root.resolve().name, frontmatter=parsed.frontmatter,
+                       body=parsed.body, verifier_kind=kind,
+                       checksum=checksum or tree_hash(root))
 
 
 def _err(code: str, path: str, message: str, line: int | None = None,

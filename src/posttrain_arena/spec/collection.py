@@ -1,0 +1,228 @@
+"""Collections: `submission.yaml` plus 1-200 task packages under `envs/`.
+
+`check_collection(dir)` checks the manifest and every package (never running any of
+their code) and reports duplicates, per-domain counts and a content hash that pins a
+directory which is not a git commit. `load_collection(dir)` returns the `Collection`
+that evaluation, training and the service use, or raises SpecError.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from posttrain_arena.spec.checks import DEFAULT_LIMITS, CheckLimits, TaskReport, check_task
+from posttrain_arena.spec.findings import Finding, Severity, SpecError
+from posttrain_arena.spec.hashing import combine_hashes
+from posttrain_arena.spec.package import TaskPackage, validation_findings
+from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
+
+SUBMISSION_YAML = "submission.yaml"
+ENVS_DIR = "envs"
+MIN_TASKS = 1
+MAX_TASKS = 200
+#: Directory entries under envs/ looked at, at most (a bound on hostile input).
+_MAX_LISTING = 5000
+
+
+class Track(StrEnum):
+    """What a collection contributes."""
+
+    ENVIRONMENTS = "environments"
+    SKILLS = "skills"
+
+
+class Submission(BaseModel):
+    """The flat `submission.yaml` at a collection's root."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    team_name: str = Field(min_length=1, max_length=200, description="Team or author name")
+    contact_email: str = Field(
+        pattern=r"^[^@\s]+@[^@\s]+$", max_length=320, description="Who to contact about it"
+    )
+    track: Track = Field(description="environments (task packages under envs/) or skills")
+    title: str | None = Field(default=None, max_length=200, description="Collection title")
+    license: str | None = Field(default=None, description="SPDX license of the collection")
+    description: str | None = Field(default=None, description="What the collection teaches")
+
+
+class Collection(BaseModel):
+    """A checked collection: manifest, packages (sorted by name) and content hash."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    root: Path = Field(description="The collection directory")
+    manifest: Submission
+    tasks: list[TaskPackage] = Field(description="Packages under envs/, sorted by name")
+    content_hash: str = Field(description="Hash of task names and package checksums")
+
+    def domain_counts(self) -> dict[str, int]:
+        """Packages per domain slug."""
+        return dict(sorted(Counter(t.domain.value for t in self.tasks).items()))
+
+    def task(self, name: str) -> TaskPackage:
+        """The package called `name`; KeyError if there is none."""
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+
+class CollectionReport(BaseModel):
+    """The outcome of checking a collection."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    path: str = Field(description="The collection directory as given")
+    findings: list[Finding] = Field(default_factory=list, description="Collection-level")
+    tasks: list[TaskReport] = Field(default_factory=list, description="One per package")
+    manifest: Submission | None = Field(default=None, description="submission.yaml, if valid")
+    content_hash: str | None = Field(default=None, description="Pins this directory")
+    domain_counts: dict[str, int] = Field(default_factory=dict, description="Per domain")
+    collection: Collection | None = Field(default=None, exclude=True)
+
+    @property
+    def errors(self) -> list[Finding]:
+        """Every error, collection-level and per package."""
+        found = [f for f in self.findings if f.severity is Severity.ERROR]
+        return found + [f for t in self.tasks for f in t.errors]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        found = [f for f in self.findings if f.severity is Severity.WARNING]
+        return found + [f for t in self.tasks for f in t.warnings]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict for `--json` output."""
+        data = self.model_dump(mode="json", exclude={"tasks"})
+        data["ok"] = self.ok
+        data["error_count"] = len(self.errors)
+        data["warning_count"] = len(self.warnings)
+        for finding, raw in zip(self.findings, data["findings"], strict=True):
+            raw["rendered"] = finding.render()
+        data["tasks"] = [t.to_json() for t in self.tasks]
+        return data
+
+
+def load_submission(path: Path) -> tuple[Submission | None, list[Finding]]:
+    """Validate submission.yaml; unknown keys are warnings."""
+    where = str(path)
+    if not path.is_file():
+        return None, [_f("error", "missing", where, "submission.yaml is missing; add one with "
+                         "team_name, contact_email and track (see `arena task schema "
+                         "--submission`)")]
+    try:
+        text = path.read_bytes().decode("utf-8")
+        data, lines = load_yaml(text)
+    except UnicodeDecodeError:
+        return None, [_f("error", "encoding", where, "submission.yaml is not UTF-8 text")]
+    except YamlProblem as exc:
+        return None, [_f("error", "yaml", where, str(exc), exc.line)]
+    if not isinstance(data, dict):
+        return None, [_f("error", "manifest", where, "submission.yaml must be a YAML mapping "
+                         f"(got {type(data).__name__})", 1)]
+    try:
+        manifest = Submission.model_validate(data)
+    except ValidationError as exc:
+        return None, validation_findings(exc, where, lines)
+    warnings = [_f("warning", "unknown-key", where, "unknown key, ignored", lines.get(k), k)
+                for k in (manifest.model_extra or {})]
+    return manifest, warnings
+
+
+def package_dirs(root: Path) -> tuple[list[Path], list[Finding]]:
+    """Package folders under envs/ (sorted), skipping `_` and `.` folders."""
+    envs = root / ENVS_DIR
+    if not envs.is_dir():
+        return [], [_f("error", "envs", str(envs), "no envs/ folder; put each task package in "
+                       "envs/NAME/")]
+    found: list[Path] = []
+    findings: list[Finding] = []
+    for i, entry in enumerate(sorted(envs.iterdir())):
+        if i >= _MAX_LISTING:
+            findings.append(_f("error", "too-many-tasks", str(envs),
+                               f"more than {_MAX_LISTING} entries in envs/"))
+            break
+        if entry.name.startswith(("_", ".")):
+            continue
+        if entry.is_symlink():
+            findings.append(_f("error", "symlink-outside", str(entry), "a package must be a "
+                               "folder, not a symlink; copy it in"))
+        elif entry.is_dir():
+            found.append(entry)
+        else:
+            findings.append(_f("warning", "envs", str(entry), "not a folder; ignored"))
+    return found, findings
+
+
+def check_collection(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> CollectionReport:
+    """Check a collection directory and every package in it."""
+    root = Path(path)
+    if not root.is_dir():
+        return CollectionReport(path=str(root), findings=[_f(
+            "error", "not-a-directory", str(root), "not a collection directory (expected a "
+            "folder with submission.yaml and envs/)")])
+    manifest, findings = load_submission(root / SUBMISSION_YAML)
+    if manifest is not None and manifest.track is Track.SKILLS:
+        findings.append(_f("warning", "track", str(root / SUBMISSION_YAML), "track 'skills': "
+                           "this arena trains on the task packages under envs/; skills/ is "
+                           "not checked", None, "track"))
+    dirs, more = package_dirs(root)
+    findings += more
+    if (root / ENVS_DIR).is_dir() and len(dirs) < MIN_TASKS:
+        findings.append(_f("error", "too-few-tasks", str(root / ENVS_DIR), "the collection "
+                           "has no task packages; add at least one folder under envs/"))
+    if len(dirs) > MAX_TASKS:
+        findings.append(_f("error", "too-many-tasks", str(root / ENVS_DIR),
+                           f"{len(dirs)} packages; a collection holds at most {MAX_TASKS}"))
+    reports = [check_task(d, limits) for d in dirs]
+    findings += _duplicates(reports)
+    checksums = [(r.name, r.checksum) for r in reports if r.checksum]
+    report = CollectionReport(
+        path=str(root), findings=findings, tasks=reports, manifest=manifest,
+        content_hash=combine_hashes(checksums) if len(checksums) == len(reports) else None,
+        domain_counts=dict(sorted(Counter(r.domain for r in reports if r.domain).items())),
+    )
+    if report.ok and manifest is not None and report.content_hash is not None:
+        report.collection = Collection(
+            root=root, manifest=manifest, content_hash=report.content_hash,
+            tasks=[r.package for r in reports if r.package is not None],
+        )
+    return report
+
+
+def load_collection(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> Collection:
+    """The checked Collection; SpecError with every error when it does not check clean."""
+    report = check_collection(path, limits)
+    if report.collection is None:
+        raise SpecError(report.errors)
+    return report.collection
+
+
+def _duplicates(reports: list[TaskReport]) -> list[Finding]:
+    by_hash: dict[str, list[str]] = {}
+    for r in reports:
+        if r.checksum:
+            by_hash.setdefault(r.checksum, []).append(r.name)
+    out = []
+    for names in by_hash.values():
+        for dup in names[1:]:
+            r = next(r for r in reports if r.name == dup)
+            out.append(_f("error", "duplicate", r.path, f"identical to {names[0]} (same "
+                          "content hash); a collection counts each task once, remove one"))
+    return out
+
+
+def _f(severity: str, code: str, path: str, message: str, line: int | None = None,
+       field: str | None = None) -> Finding:
+    return Finding(severity=Severity(severity), code=code, path=path, line=line, field=field,
+                   message=message)
