@@ -165,24 +165,24 @@ def _make_dir(base: Path, ctrl: str, name: str) -> Path:
     raise OSError(f"cannot create a {ctrl} cgroup")
 
 
-def reap_stale(max_age_sec: float) -> int:
-    """Remove session groups older than max_age with no live members; returns how many."""
+def reap_stale(max_age_sec: float, live: set[str]) -> int:
+    """Remove session groups older than max_age, and younger ones that belong to no live
+    session (`live`: names of session directories) and have no members; returns how many."""
     removed = 0
     now = time.time()
     for base in [*(ROOT / c for c in _V1_CONTROLLERS), ROOT]:
-        for parent in {
-            base / _own_path(base.name if base != ROOT else "").lstrip("/") / GROUP,
-            base / GROUP,
-        }:
+        ctrl = base.name if base != ROOT else ""
+        for parent in {base / _own_path(ctrl).lstrip("/") / GROUP, base / GROUP}:
             if not parent.is_dir():
                 continue
             for d in parent.iterdir():
                 if not d.is_dir():
                     continue
                 try:
-                    if now - d.stat().st_mtime < max_age_sec:
-                        continue
                     group = SessionCgroup([d])
+                    young = now - d.stat().st_mtime < max_age_sec
+                    if young and (d.name in live or group.pids()):
+                        continue  # a live session, or a build still running
                     group.remove()
                     if not d.exists():
                         removed += 1

@@ -22,7 +22,9 @@ MAX_CAPTURE = 8 << 20  # bytes kept per stream; the rest is dropped with a marke
 _TRUNCATED = "\n[... output truncated by posttrain-arena ...]\n"
 
 
-class _Capture:
+class OutputCapture:
+    """Collects a stream's bytes (up to MAX_CAPTURE) and forwards decoded text."""
+
     def __init__(self, on_output: Callable[[str], None] | None) -> None:
         self.parts: list[bytes] = []
         self.size = 0
@@ -74,7 +76,7 @@ def run_with_deadline(
     )
     if register is not None:
         register(proc)
-    out, err = _Capture(on_output), _Capture(on_output)
+    out, err = OutputCapture(on_output), OutputCapture(on_output)
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
     sel.register(proc.stdout, selectors.EVENT_READ, out)

@@ -1,0 +1,221 @@
+"""One running container of the `docker` backend: exec, copy in/out, kill, stop.
+
+Every exec carries a marker in its environment (ARENA_EXEC_ID=<id>), which every process
+it starts inherits, even one that calls setsid or is re-parented to PID 1. On timeout a
+second exec SIGKILLs every process with that marker, so the whole tree of the timed-out
+command dies while the session itself (and other execs) live on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from posttrain_arena.sandbox.base import ExecResult, ImageRef, SandboxError
+from posttrain_arena.sandbox.localfs import copy_tree
+from posttrain_arena.sandbox.process import OutputCapture
+
+_KILL_MARKED = (
+    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; '
+    '[ "$p" = "$$" ] && continue; '
+    'if tr "\\000" "\\n" < "$d/environ" 2>/dev/null | grep -qx "ARENA_EXEC_ID=$1"; '
+    'then kill -9 "$p" 2>/dev/null; fi; done; true'
+)
+
+
+class DockerSession:
+    """A container started by DockerBackend.start."""
+
+    def __init__(self, api: Any, container: str, sid: str, image: ImageRef) -> None:
+        self.api = api
+        self.container = container
+        self.id = sid
+        self.image = image
+        self._stopped = False
+
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout: float | None = None,
+        user: str | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        on_output: Callable[[str], None] | None = None,
+    ) -> ExecResult:
+        """Run a command through the exec API; on timeout kill its whole tree."""
+        import docker.errors
+
+        if self._stopped:
+            raise SandboxError(f"session {self.id} is stopped")
+        argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
+        marker = uuid.uuid4().hex
+        environment = {**(env or {}), "ARENA_EXEC_ID": marker}
+        t0 = time.monotonic()
+        try:
+            exec_id = self.api.exec_create(
+                self.container,
+                argv,
+                stdout=True,
+                stderr=True,
+                stdin=False,
+                tty=False,
+                user=user or "",
+                environment=environment,
+                workdir=workdir or self.image.workdir,
+            )["Id"]
+            stream = self.api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"exec in session {self.id} failed: {exc}") from exc
+        out, err = OutputCapture(on_output), OutputCapture(on_output)
+        failure: list[BaseException] = []
+
+        def pump() -> None:
+            try:
+                for so, se in stream:
+                    if so:
+                        out.feed(so)
+                    if se:
+                        err.feed(se)
+            except Exception as exc:  # connection closed under us by a kill
+                failure.append(exc)
+
+        reader = threading.Thread(target=pump, name=f"exec-{self.id}", daemon=True)
+        reader.start()
+        reader.join(timeout)
+        timed_out = reader.is_alive()
+        if timed_out:
+            self._kill_marked(marker)
+            reader.join(5)
+            if reader.is_alive():  # something dropped the marker and holds the stream
+                self.kill_all()
+                reader.join(5)
+            if reader.is_alive():
+                with contextlib.suppress(Exception):
+                    stream.close()
+        code = 137
+        if not timed_out:
+            try:
+                info = self.api.exec_inspect(exec_id)
+            except docker.errors.APIError as exc:
+                raise SandboxError(f"exec in session {self.id}: {exc}") from exc
+            code = info.get("ExitCode")
+            if code is None:
+                raise SandboxError(f"exec in session {self.id} ended without an exit code")
+        return ExecResult(
+            exit_code=int(code),
+            stdout=out.text(),
+            stderr=err.text(),
+            timed_out=timed_out,
+            duration_sec=time.monotonic() - t0,
+        )
+
+    def _run_root(self, argv: list[str]) -> None:
+        exec_id = self.api.exec_create(self.container, argv, user="0", stdout=True, stderr=True)
+        self.api.exec_start(exec_id["Id"])
+
+    def _kill_marked(self, marker: str) -> None:
+        for _ in range(2):  # a second pass catches forks racing the first
+            try:
+                self._run_root(["/bin/sh", "-c", _KILL_MARKED, "kill-marked", marker])
+            except Exception:
+                self.kill_all()
+                return
+
+    # -- files ------------------------------------------------------------------------
+    def copy_in(self, src: Path, dest: str) -> None:
+        """Copy a host file or directory to `dest` (the copy's own path; a directory's
+        contents merge into it). Links are copied as links."""
+        import docker.errors
+
+        src = Path(src)
+        if not os.path.lexists(src):
+            raise SandboxError(f"copy_in: {src} does not exist")
+        dest = posixpath.normpath(posixpath.join(self.image.workdir, dest))
+        parent, name = posixpath.split(dest)
+        with tempfile.TemporaryFile() as buf:
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                tar.add(str(src), arcname=name or ".", recursive=True)
+            buf.seek(0)
+            data = buf.read()
+        try:
+            ok = self.api.put_archive(self.container, parent or "/", data)
+        except docker.errors.NotFound:
+            self._run_root(["mkdir", "-p", parent])
+            ok = self.api.put_archive(self.container, parent or "/", data)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"copy_in {src} -> {dest}: {exc}") from exc
+        if not ok:
+            raise SandboxError(f"copy_in {src} -> {dest}: the engine refused the archive")
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        """Copy a container path to `dest` on the host (the copy's own path). Links are
+        copied as links, never followed."""
+        import docker.errors
+
+        src = posixpath.normpath(posixpath.join(self.image.workdir, src))
+        dest = Path(dest)
+        try:
+            chunks, _stat = self.api.get_archive(self.container, src)
+        except docker.errors.NotFound as exc:
+            raise SandboxError(f"copy_out: {src} does not exist in session {self.id}") from exc
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"copy_out {src}: {exc}") from exc
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".arena-copy-") as tmp:
+            with tempfile.TemporaryFile(dir=tmp) as buf:
+                for chunk in chunks:
+                    buf.write(chunk)
+                buf.seek(0)
+                with tarfile.open(fileobj=buf, mode="r") as tar:
+                    tar.extractall(Path(tmp) / "x", filter="tar")
+            entries = list((Path(tmp) / "x").iterdir())
+            if len(entries) != 1:
+                raise SandboxError(f"copy_out {src}: unexpected archive layout")
+            copy_tree(entries[0], dest)
+
+    def read_bytes(self, path: str) -> bytes:
+        """Contents of one file (a convenience over copy_out)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            self.copy_out(path, Path(tmp) / "f")
+            return (Path(tmp) / "f").read_bytes()
+
+    # -- lifecycle --------------------------------------------------------------------
+    def kill_all(self) -> None:
+        """SIGKILL every process but PID 1 (the idle anchor)."""
+        import docker.errors
+
+        if self._stopped:
+            return
+        with contextlib.suppress(docker.errors.APIError):
+            for _ in range(2):
+                self._run_root(["/bin/sh", "-c", "kill -9 -1 2>/dev/null; true"])
+
+    def stop(self) -> None:
+        """Remove the container with force (SIGKILL, no grace period). Idempotent."""
+        import docker.errors
+
+        if self._stopped:
+            return
+        self._stopped = True
+        with contextlib.suppress(docker.errors.NotFound):
+            try:
+                self.api.remove_container(self.container, force=True, v=True)
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc):
+                    raise SandboxError(f"cannot remove container {self.id}: {exc}") from exc
+
+    def __enter__(self) -> DockerSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,108 @@
+"""Remove what a crashed process left behind: labelled containers, local session state.
+
+A container or local session is an orphan when its owner process (recorded at start:
+the `posttrain-arena.owner` label, or the session's `owner` file) is gone from this host,
+or when it is older than `max_age_sec` whoever owns it. Called when the docker backend
+connects (for sessions older than ARENA_REAP_AFTER_HOURS, default 6) and by
+`arena sandbox reap`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from posttrain_arena.sandbox.base import PrerequisiteError
+
+LABEL = "posttrain-arena"
+
+
+@dataclass
+class ReapReport:
+    """What a reap removed."""
+
+    containers: list[str] = field(default_factory=list)
+    local_sessions: list[str] = field(default_factory=list)
+    cgroups: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _owner_dead(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's container: only age can condemn it
+    return not _pid_alive(int(pid))
+
+
+def reap_docker(max_age_sec: float, *, client: Any = None) -> list[str]:
+    """Force-remove labelled containers whose owner died or that are older than
+    max_age_sec; returns their names."""
+    import docker.errors
+
+    if client is None:
+        from posttrain_arena.sandbox.docker import docker_client
+
+        client = docker_client()
+    removed: list[str] = []
+    now = time.time()
+    for c in client.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+        labels = c.get("Labels") or {}
+        owner = labels.get(f"{LABEL}.owner", "")
+        too_old = now - float(c.get("Created", now)) > max_age_sec
+        if too_old or (owner and _owner_dead(owner)):
+            with contextlib.suppress(docker.errors.NotFound):
+                client.api.remove_container(c["Id"], force=True, v=True)
+                names = c.get("Names") or [c["Id"][:12]]
+                removed.append(str(names[0]).lstrip("/"))
+    return removed
+
+
+def reap_local(max_age_sec: float) -> tuple[list[str], int]:
+    """Delete local session directories (and stale cgroups) whose owner died or that are
+    older than max_age_sec; returns (session names, cgroups removed)."""
+    from posttrain_arena.sandbox.cgroups import reap_stale
+    from posttrain_arena.sandbox.local import SESSION_PREFIX, sessions_dir
+
+    removed: list[str] = []
+    now = time.time()
+    for d in sessions_dir().iterdir():
+        if not d.name.startswith(SESSION_PREFIX) or not d.is_dir():
+            continue
+        try:
+            pid_text, _, started = (d / "owner").read_text().partition(" ")
+            pid, born = int(pid_text), float(started or 0)
+        except (OSError, ValueError):
+            pid, born = -1, d.stat().st_mtime
+        if (pid > 0 and not _pid_alive(pid)) or now - born > max_age_sec or pid < 0:
+            if pid < 0 and now - born < 60:
+                continue  # being created right now
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d.name)
+    live = {d.name for d in sessions_dir().iterdir() if d.name.startswith(SESSION_PREFIX)}
+    return removed, reap_stale(max_age_sec, live)
+
+
+def reap_orphans(max_age_sec: float = 6 * 3600) -> ReapReport:
+    """Reap both backends; a backend that is not available here is noted, not an error."""
+    report = ReapReport()
+    try:
+        report.containers = reap_docker(max_age_sec)
+    except PrerequisiteError as exc:
+        report.notes.append(f"docker: skipped ({exc})")
+    report.local_sessions, report.cgroups = reap_local(max_age_sec)
+    return report
