@@ -57,6 +57,14 @@ class TrialResult(BaseModel):
         default_factory=dict, description="agent's own summary (turns, tokens, exit)"
     )
     record_dir: str | None = Field(default=None, description="where the trial's files are")
+    isolation: str | None = Field(
+        default=None, description="verification mode used: 'fresh' or 'shared'"
+    )
+    network: bool = Field(default=False, description="whether the agent phase had network")
+    started_at: str | None = Field(default=None, description="UTC start time, ISO 8601")
+    verifier_exit_code: int | None = Field(
+        default=None, description="exit status of the verifier's entry point, when it ran"
+    )
 
     @property
     def passed(self) -> bool:

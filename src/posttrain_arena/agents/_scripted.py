@@ -1,0 +1,46 @@
+"""Shared by the oracle and script agents: copy a script in, run it, record the turn."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+from pathlib import Path
+
+from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
+from posttrain_arena.agents.transcript import Message, Transcript
+
+
+def run_script(
+    shell: Shell, ctx: AgentContext, source: Path, *, dest_dir: str | None = None,
+    script_name: str, cleanup: bool = True,
+) -> AgentRun:
+    """Copy `source` (a file, or a directory holding `script_name`) into the session at a
+    random path (or `dest_dir`), run it with bash in the workspace until the deadline,
+    then delete it."""
+    target = dest_dir or f"/tmp/.arena-{secrets.token_hex(8)}"
+    if source.is_dir():
+        shell.copy_in(source, target)
+        script = f"{target}/{script_name}"
+    else:
+        shell.exec(f"mkdir -p {target}", timeout=30)
+        shell.copy_in(source, f"{target}/{script_name}")
+        script = f"{target}/{script_name}"
+    command = f"bash {script}"
+    env = {"BENCHFLOW_WORKSPACE": shell.workdir, "ARENA_SCRIPT_DIR": target}
+    result = shell.exec(command, env=env)
+    if cleanup:
+        # The phase may already be over; the session is discarded anyway then.
+        with contextlib.suppress(Exception):
+            shell.exec(f"rm -rf {target}", timeout=30)
+    call = {"id": "call-0", "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+    output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
+    transcript = Transcript(messages=[
+        Message(role="user", content=ctx.prompt),
+        Message(role="assistant", content="", tool_calls=[call]),
+        Message(role="tool", tool_call_id="call-0",
+                content=output[-20_000:] + f"\n[exit {result.exit_code}]"),
+    ])
+    info = {"commands": 1, "exit_code": result.exit_code, "timed_out": result.timed_out}
+    return AgentRun(transcript=transcript, info=info)

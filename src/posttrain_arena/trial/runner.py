@@ -1,0 +1,166 @@
+"""TrialRunner: runs trials on one sandbox backend, building each image once.
+
+    runner = TrialRunner("auto", records_root=Path("records"), journal=Journal("j.jsonl"))
+    result = runner.run(load_task("envs/foo"), OracleAgent())
+
+`run` is thread-safe: evaluation calls it from a thread pool. Images are cached by the
+content hash of the environment's build context, built once under a per-context lock
+and reused across trials. With a journal, a trial whose identity (task checksum +
+agent + seed) already has a final result is not run again; infrastructure failures are.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from posttrain_arena.agents.base import Agent
+from posttrain_arena.sandbox.base import Backend, BuildError, ImageRef, SandboxError
+from posttrain_arena.spec.hashing import tree_hash
+from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.trial import lifecycle
+from posttrain_arena.trial.journal import Journal
+from posttrain_arena.trial.records import TrialConfig, TrialRecord, trial_id
+from posttrain_arena.trial.result import Outcome, TrialResult
+
+__all__ = ["TrialRunner", "trial_id"]
+
+
+class _BuildFailed(Exception):
+    """A cached build failure: every trial of that context reports it without rebuilding."""
+
+
+class TrialRunner:
+    """Runs trials of task packages with agents on one sandbox backend."""
+
+    def __init__(
+        self,
+        backend: str | Backend = "auto",
+        *,
+        records_root: Path | None = None,
+        journal: Journal | None = None,
+        allow_network: bool | None = None,
+    ) -> None:
+        """`backend`: "auto", "docker", "local" or a Backend object. `records_root`: keep
+        a record directory per trial there (else none is kept). `allow_network`: None
+        follows each task's `environment.allow_internet`; True/False overrides it for
+        the agent phase (the verifier never has network)."""
+        if isinstance(backend, str):
+            from posttrain_arena.sandbox import get_backend
+
+            backend = get_backend(backend)
+        self.backend: Backend = backend
+        self.records_root = Path(records_root) if records_root is not None else None
+        self.journal = journal
+        self.allow_network = allow_network
+        self._lock = threading.Lock()
+        self._context_of: dict[str, str] = {}
+        self._images: dict[str, ImageRef] = {}
+        self._failed_builds: dict[str, str] = {}
+        self._build_locks: dict[str, threading.Lock] = {}
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    def image_for(self, task: TaskPackage) -> ImageRef:
+        """The task's image, built on first use (BuildError when it cannot be built)."""
+        with self._lock:
+            key = self._context_of.get(task.checksum)
+        if key is None:
+            key = tree_hash(task.environment_dir)
+            with self._lock:
+                self._context_of[task.checksum] = key
+        with self._lock:
+            lock = self._build_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._images:
+                return self._images[key]
+            if key in self._failed_builds:
+                raise _BuildFailed(self._failed_builds[key])
+            env = task.frontmatter.environment
+            try:
+                image = self.backend.build(task.environment_dir, timeout=env.build_timeout_sec,
+                                           task_name=task.name)
+            except BuildError as exc:
+                self._failed_builds[key] = str(exc)
+                raise
+            self._images[key] = image
+            return image
+
+    def run(self, task: TaskPackage, agent: Agent, *, seed: int = 0,
+            agent_timeout: float | None = None) -> TrialResult:
+        """Run one trial (or return the journal's final result for its identity)."""
+        tid = trial_id(task.checksum, agent.name, seed)
+        if self.journal is not None:
+            done = self.journal.done(tid)
+            if done is not None:
+                return done
+        result = self._run(task, agent, tid, seed, agent_timeout)
+        if self.journal is not None:
+            self.journal.append(result)
+        return result
+
+    def _run(self, task: TaskPackage, agent: Agent, tid: str, seed: int,
+             agent_timeout: float | None) -> TrialResult:
+        fm = task.frontmatter
+        network = fm.environment.allow_internet if self.allow_network is None \
+            else self.allow_network
+        timeout = agent_timeout if agent_timeout is not None else fm.agent.timeout_sec
+        started = datetime.now(UTC).isoformat(timespec="seconds")
+        t_start = time.monotonic()
+        timings: dict[str, float] = {}
+        scratch = Path(tempfile.mkdtemp(prefix=f"arena-trial-{tid[:8]}-"))
+        record = TrialRecord(self.records_root, tid, scratch)
+        record.write_config(TrialConfig(
+            trial_id=tid, task_name=task.name, task_root=str(task.root),
+            task_checksum=task.checksum, agent=agent.name, seed=seed,
+            backend=self.backend_name, isolation=fm.verifier.isolation.value,
+            agent_timeout_sec=timeout, verifier_timeout_sec=fm.verifier.timeout_sec,
+            limits={"cpus": fm.environment.cpus, "memory_mb": fm.environment.memory_mb,
+                    "storage_mb": fm.environment.storage_mb,
+                    "pids_limit": fm.environment.pids_limit, "network": network},
+            workdir=fm.environment.workdir,
+        ))
+        image: ImageRef | None = None
+        try:
+            t0 = time.monotonic()
+            try:
+                image = self.image_for(task)
+            finally:
+                timings["build"] = time.monotonic() - t0
+            plan = lifecycle.TrialPlan(
+                task=task, agent=agent, backend=self.backend, image=image, trial_id=tid,
+                seed=seed, agent_timeout=timeout, network=network, record=record,
+                scratch=scratch, timings=timings,
+            )
+            phase = lifecycle.execute(plan)
+        except (BuildError, _BuildFailed) as exc:
+            phase = lifecycle.PhaseOutcome(Outcome.BUILD_FAILED,
+                                           reason=f"the environment did not build: {exc}")
+        except SandboxError as exc:
+            phase = lifecycle.PhaseOutcome(Outcome.INFRA_ERROR,
+                                           reason=f"sandbox failure: {exc}")
+        except Exception as exc:  # anything unexpected is ours, never the agent's reward
+            phase = lifecycle.PhaseOutcome(Outcome.INFRA_ERROR,
+                                           reason=f"{type(exc).__name__}: {exc}")
+        timings["total"] = time.monotonic() - t_start
+        result = TrialResult(
+            trial_id=tid, task_name=task.name, task_checksum=task.checksum,
+            domain=task.domain.value, agent=agent.name, seed=seed, backend=self.backend_name,
+            outcome=phase.outcome,
+            reward=phase.reward if phase.outcome is Outcome.SCORED else None,
+            reason=phase.reason, details=phase.details,
+            timings={k: round(v, 4) for k, v in timings.items() if not k.startswith("_")},
+            image_id=(image.image_id or image.tag) if image is not None else None,
+            agent_info=dict(phase.agent_info), isolation=fm.verifier.isolation.value,
+            network=network, started_at=started, verifier_exit_code=phase.verifier_exit_code,
+            record_dir=str(record.dir) if record.keep else None,
+        )
+        record.write_result(result)
+        shutil.rmtree(scratch, ignore_errors=True)
+        return result

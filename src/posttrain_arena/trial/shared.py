@@ -1,0 +1,92 @@
+"""Shared-mode verification: the verifier runs in the agent's own session, hardened.
+
+After every agent process has ended (`kill_all`), the harness:
+
+* removes and recreates the verifier's output directory (`/logs/verifier`) itself;
+* copies `verifier/` and the harness runtime into a new root-owned directory at a
+  random path, so nothing the agent wrote can stand in for them;
+* drops symbolic links in the state roots that lead outside them (resolved in the
+  session, as the verifier would follow them);
+* runs the entry point through `env -i` with PATH pinned to the system directories,
+  no PYTHON* variables, Python isolated (`-I`) and without the site module's side
+  effects (`-S`: no .pth files, no sitecustomize), pytest with plugin autoloading off
+  and conftest.py files outside the verifier's directory ignored.
+
+Fresh isolation remains the stronger mode: here the interpreter itself is the one the
+agent had access to.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from posttrain_arena.sandbox.base import SandboxError, Session
+from posttrain_arena.trial.harness import harness_bundle
+from posttrain_arena.trial.verifier import LOGS_DIR, build_command
+
+if TYPE_CHECKING:
+    from posttrain_arena.trial.lifecycle import Reading, TrialPlan
+
+_PREPARE = r"""
+vroot=$1; logs=$2; shift 2
+rm -rf -- "$logs" 2>/dev/null
+parent=${logs%/*}
+if [ -L "$parent" ] || { [ -e "$parent" ] && [ ! -d "$parent" ]; }; then rm -f -- "$parent"; fi
+if mkdir -p -m 0755 -- "$logs" 2>/dev/null; then echo "logs=$logs"; else
+  echo "logs=$vroot/logs"; fi
+mkdir -m 0700 -- "$vroot" || exit 3
+for root in "$@"; do
+  [ -d "$root" ] || continue
+  find "$root" -type l 2>/dev/null | while IFS= read -r link; do
+    target=$(readlink -f -- "$link" 2>/dev/null) || target=/
+    inside=0
+    for r in "$@"; do case "$target" in "$r"|"$r"/*) inside=1;; esac; done
+    if [ "$inside" = 0 ]; then rm -f -- "$link"; echo "dropped=$link"; fi
+  done
+done
+"""
+
+
+def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Reading:
+    """Harden the agent's session and run the verifier in it."""
+    from posttrain_arena.trial.lifecycle import run_verifier
+
+    vroot = f"/tmp/.arena-verify-{secrets.token_hex(8)}"
+    prep = session.exec(["/bin/sh", "-c", _PREPARE, "sh", vroot, LOGS_DIR, *roots],
+                        timeout=120)
+    if prep.exit_code != 0:
+        raise SandboxError(f"could not prepare shared verification: {prep.stderr[-400:]}")
+    logs = LOGS_DIR
+    dropped = []
+    for line in prep.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key == "logs":
+            logs = value
+        elif key == "dropped":
+            dropped.append(value)
+    if logs != LOGS_DIR:
+        session.exec(["mkdir", "-p", "-m", "0755", logs], timeout=30)
+    if dropped:
+        plan.record.write_text("dropped_links.txt", "\n".join(dropped) + "\n")
+    session.copy_in(plan.task.verifier_dir, f"{vroot}/verifier")
+    session.copy_in(harness_bundle(), f"{vroot}/harness")
+    command = build_command(plan.task.verifier_kind, verifier_dir=f"{vroot}/verifier",
+                            harness_dir=f"{vroot}/harness", workdir=plan.workdir,
+                            base_env=None, isolate_site=True, logs_dir=logs)
+    return run_verifier(plan, session, command, plan.record.verifier_dir, fetch_from=logs)
+
+
+def fetch_logs(session: Session, logs: str, dest: Path, scratch: Path) -> None:
+    """Copy the verifier's output directory out of the session: regular files only."""
+    staging = scratch / "logs"
+    session.copy_out(logs, staging)
+    if not staging.is_dir() or staging.is_symlink():
+        return
+    for entry in staging.iterdir():
+        info = entry.lstat()
+        if stat.S_ISREG(info.st_mode) and info.st_size <= 64 << 20:
+            shutil.copyfile(entry, dest / entry.name)

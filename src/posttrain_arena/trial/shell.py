@@ -1,0 +1,74 @@
+"""The agent's view of its session: a Shell that runs commands before a deadline.
+
+It is the only handle an agent gets. Each command's timeout is capped by the time left
+in the agent phase; a command cut short by the deadline, or one attempted after it,
+marks the phase as timed out. After the phase the shell is closed, so an agent thread
+that outlived its deadline can no longer touch the session.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import cast
+
+from posttrain_arena.agents.base import ShellResult
+from posttrain_arena.sandbox.base import ExecResult, Session
+
+
+class ShellClosed(RuntimeError):
+    """The agent phase is over; the session no longer takes commands from the agent."""
+
+
+class SessionShell:
+    """A `Shell` over a sandbox session, bounded by the agent phase's deadline."""
+
+    def __init__(self, session: Session, workdir: str, deadline: float,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.workdir = workdir
+        self._session = session
+        self._deadline = deadline
+        self._env = dict(env or {})
+        self._lock = threading.Lock()
+        self._closed = False
+        self.deadline_hit = False
+        self.commands = 0
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (never negative)."""
+        return max(0.0, self._deadline - time.monotonic())
+
+    def exec(
+        self, command: str, *, timeout: float | None = None, env: Mapping[str, str] | None = None
+    ) -> ShellResult:
+        """Run a shell command in the workspace; the deadline caps its timeout."""
+        with self._lock:
+            if self._closed:
+                raise ShellClosed("the agent phase is over")
+            self.commands += 1
+        left = self.remaining()
+        if left <= 0:
+            self.deadline_hit = True
+            return cast(ShellResult, ExecResult(exit_code=124, stdout="",
+                                                stderr="deadline reached\n", timed_out=True))
+        capped = left if timeout is None else min(timeout, left)
+        result = self._session.exec(
+            command, timeout=capped, env={**self._env, **(env or {})}, workdir=self.workdir
+        )
+        if result.timed_out and (timeout is None or timeout >= left):
+            self.deadline_hit = True
+        return cast(ShellResult, result)
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        """Copy a host file or directory into the session."""
+        with self._lock:
+            if self._closed:
+                raise ShellClosed("the agent phase is over")
+        self._session.copy_in(src, dest)
+
+    def close(self) -> None:
+        """End the agent's access to the session."""
+        with self._lock:
+            self._closed = True

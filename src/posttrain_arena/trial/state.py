@@ -1,0 +1,155 @@
+"""Moving the agent's final state into the verifier's fresh session.
+
+Only state paths travel: the workdir and the paths task.md declares
+(`verifier.state_paths`), never interpreter or system paths. Symbolic links whose
+target (resolved as the session sees it) leaves those paths are dropped on the way,
+so `answer.txt -> /verifier/expected` or `-> /etc/passwd` arrive as missing files.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from posttrain_arena.sandbox.base import Session
+
+SYSTEM_PREFIXES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/proc",
+                   "/sys", "/dev", "/boot", "/run", "/var/lib/dpkg", "/var/lib/apt")
+
+
+class StateTooLarge(Exception):
+    """The agent left more state than the task's storage limit allows to move."""
+
+
+@dataclass
+class StateReport:
+    """What moved: the roots copied and the links dropped."""
+
+    copied: list[str] = field(default_factory=list)
+    dropped_links: list[str] = field(default_factory=list)
+    kbytes: int = 0
+
+
+def state_roots(workdir: str, state_paths: list[str]) -> list[str]:
+    """The normalized state roots, system paths and duplicates removed, outermost first."""
+    roots: list[str] = []
+    for raw in [workdir, *state_paths]:
+        path = posixpath.normpath(raw)
+        if path == "/" or any(path == p or path.startswith(p + "/") for p in SYSTEM_PREFIXES):
+            continue
+        if any(path == r or path.startswith(r + "/") for r in roots):
+            continue
+        roots = [r for r in roots if not r.startswith(path + "/")]
+        roots.append(path)
+    return sorted(roots)
+
+
+_PROBE = (
+    'for p in "$@"; do if [ -e "$p" ] || [ -L "$p" ]; then '
+    'printf "%s\\t%s\\n" "$(du -skx -- "$p" 2>/dev/null | cut -f1)" "$p"; fi; done'
+)
+
+CLEAR_SCRIPT = (
+    'for p in "$@"; do if [ -d "$p" ] && [ ! -L "$p" ]; then '
+    'find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + ; else rm -rf -- "$p"; fi; done'
+)
+"""Empties each root in place (a root may be a mount point, so it is kept)."""
+
+
+def clear_roots(session: Session, roots: list[str]) -> None:
+    """Empty the state roots of a pristine session before the agent's state arrives."""
+    if roots:
+        session.exec(["/bin/sh", "-c", CLEAR_SCRIPT, "sh", *roots], timeout=120, user="root")
+
+
+def copy_state(agent: Session, verifier: Session, roots: list[str], scratch: Path,
+               *, max_kbytes: int) -> StateReport:
+    """Copy each existing root from the agent's session into the (cleared) verifier's."""
+    report = StateReport()
+    probe = agent.exec(["/bin/sh", "-c", _PROBE, "sh", *roots], timeout=120, user="root")
+    present: list[str] = []
+    for line in probe.stdout.splitlines():
+        size, _, path = line.partition("\t")
+        if path in roots:
+            present.append(path)
+            report.kbytes += int(size) if size.isdigit() else 0
+    if report.kbytes > max_kbytes:
+        raise StateTooLarge(
+            f"the agent left {report.kbytes // 1024} MiB in {', '.join(present)}; the "
+            f"task's storage limit is {max_kbytes // 1024} MiB"
+        )
+    hosts = {root: scratch / f"state-{i}" for i, root in enumerate(present)}
+    for root, host in hosts.items():
+        agent.copy_out(root, host)
+    report.dropped_links = _drop_escaping_links(hosts, roots)
+    for root, host in hosts.items():
+        if host.exists() or host.is_symlink():
+            verifier.copy_in(host, root)
+            report.copied.append(root)
+    return report
+
+
+def _inside(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r + "/") for r in roots)
+
+
+def _escapes(session_path: str, hosts: dict[str, Path], roots: list[str]) -> bool:
+    """Whether following the link at `session_path` leaves the state roots, resolving
+    every link on the way the way the kernel would (in the session's view)."""
+    parts = [p for p in session_path.split("/") if p]
+    cur, hops, i = "/", 0, 0
+    while i < len(parts):
+        if parts[i] == ".":
+            i += 1
+            continue
+        nxt = posixpath.dirname(cur) if parts[i] == ".." else posixpath.join(cur, parts[i])
+        if not _inside(nxt, roots) and not _is_prefix(nxt, roots):
+            return True
+        host = _host_of(nxt, hosts)
+        if host is not None and host.is_symlink():
+            hops += 1
+            if hops > 40:
+                return True
+            target = os.readlink(host)
+            base = "/" if target.startswith("/") else cur
+            parts = [p for p in posixpath.join(base, target).split("/") if p] + parts[i + 1 :]
+            cur, i = "/", 0
+            continue
+        cur, i = nxt, i + 1
+    return not _inside(cur, roots)
+
+
+def _is_prefix(path: str, roots: list[str]) -> bool:
+    """An ancestor of some root (e.g. /var for /var/lib/task): may be walked through."""
+    return path == "/" or any(r.startswith(path.rstrip("/") + "/") for r in roots)
+
+
+def _host_of(path: str, hosts: dict[str, Path]) -> Path | None:
+    for root, host in hosts.items():
+        if path == root:
+            return host
+        if path.startswith(root + "/"):
+            return host / path[len(root) + 1 :]
+    return None
+
+
+def _drop_escaping_links(hosts: dict[str, Path], roots: list[str]) -> list[str]:
+    """Remove links (in the host copies) that point outside the state roots."""
+    links: list[tuple[str, Path]] = []
+    for root, host_root in hosts.items():
+        if host_root.is_symlink():
+            links.append((root, host_root))
+            continue
+        for dirpath, dirnames, filenames in os.walk(host_root):
+            rel = os.path.relpath(dirpath, host_root)
+            base = root if rel == "." else posixpath.join(root, rel)
+            for name in [*dirnames, *filenames]:
+                if (Path(dirpath) / name).is_symlink():
+                    links.append((posixpath.join(base, name), Path(dirpath) / name))
+    # Decide on every link before removing any, so one removal cannot change a verdict.
+    bad = [(sp, hp, os.readlink(hp)) for sp, hp in links if _escapes(sp, hosts, roots)]
+    for _, host, _ in bad:
+        host.unlink()
+    return [f"{sp} -> {target}" for sp, _, target in bad]
