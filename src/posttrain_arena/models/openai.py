@@ -1,0 +1,206 @@
+"""An OpenAI-compatible chat-completions client (vLLM, SGLang, any provider), over httpx.
+
+Base URL and key come from OPENAI_BASE_URL and OPENAI_API_KEY, as the OpenAI SDK reads
+them, unless given. It always asks for logprobs, and by default also for vLLM's token-id
+options (`return_tokens_as_token_ids`, `return_token_ids`), so that a vLLM server hands
+back exact prompt and completion ids; a server that rejects those options is asked again
+without them, once, and the client remembers. Transient failures (429, 5xx, connection
+errors, timeouts) are retried with exponential backoff; when they persist the client
+raises ProviderError, which the agent reports as an infrastructure error.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+
+from posttrain_arena.models.base import (
+    ChatResponse,
+    ProviderError,
+    SamplingParams,
+    ToolCall,
+    Usage,
+)
+from posttrain_arena.models.toolcalls import decode_arguments
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_VLLM_OPTIONS = {"return_tokens_as_token_ids": True, "return_token_ids": True}
+
+
+class OpenAIChatModel:
+    """Chat completions against an OpenAI-compatible endpoint."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        token_ids: bool = True,
+        max_retries: int = 6,
+        backoff_sec: float = 0.5,
+        max_backoff_sec: float = 20.0,
+        timeout_sec: float = 600.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.model = model
+        self.name = f"openai:{model}"
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
+        self.base_url = self.base_url.rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self._token_ids = token_ids
+        self.max_retries = max_retries
+        self.backoff_sec = backoff_sec
+        self.max_backoff_sec = max_backoff_sec
+        self._sleep = sleep
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.Client(base_url=self.base_url, headers=headers,
+                                    timeout=httpx.Timeout(timeout_sec, connect=30.0))
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def chat(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        sampling: SamplingParams | None = None,
+        prefix_ids: Sequence[int] | None = None,
+    ) -> ChatResponse:
+        """One chat-completions request; ProviderError when the provider keeps failing."""
+        sampling = sampling or SamplingParams()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [_wire_message(m) for m in messages],
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_new_tokens,
+            "logprobs": True,
+        }
+        if tools:
+            body["tools"] = list(tools)
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if self._token_ids:
+            body.update(_VLLM_OPTIONS)
+        data = self._post(body)
+        return _parse_response(data)
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        last, hint = "", 0.0
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self._sleep(self._delay(attempt, hint))
+                hint = 0.0
+            try:
+                resp = self._client.post("/chat/completions", json=body)
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            if resp.status_code == 200:
+                try:
+                    data = resp.json()
+                except ValueError:
+                    raise ProviderError(f"{self.base_url}: response is not JSON: "
+                                        f"{resp.text[:200]!r}") from None
+                if not isinstance(data, dict) or not data.get("choices"):
+                    raise ProviderError(f"{self.base_url}: response has no choices: "
+                                        f"{resp.text[:200]!r}")
+                return data
+            if resp.status_code == 400 and self._token_ids and _rejects_options(resp.text):
+                # Not vLLM: ask again without its token-id options, and from now on.
+                self._token_ids = False
+                for key in _VLLM_OPTIONS:
+                    body.pop(key, None)
+                return self._post(body)
+            last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+            if resp.status_code not in TRANSIENT_STATUS:
+                raise ProviderError(f"{self.base_url}/chat/completions failed with {last}; "
+                                    "check the model name, OPENAI_BASE_URL and OPENAI_API_KEY")
+            hint = _seconds(resp.headers.get("retry-after"))
+        raise ProviderError(f"{self.base_url}/chat/completions still failing after "
+                            f"{self.max_retries + 1} attempts; last error: {last}")
+
+    def _delay(self, attempt: int, retry_after: float) -> float:
+        """Exponential backoff with jitter, at least what the server asked for."""
+        delay = self.backoff_sec * 2 ** (attempt - 1) * (1 + 0.1 * random.random())
+        return min(self.max_backoff_sec, max(delay, retry_after))
+
+
+def _seconds(value: str | None) -> float:
+    try:
+        return max(0.0, float(value)) if value else 0.0
+    except ValueError:
+        return 0.0  # an HTTP date: fall back to our own backoff
+
+
+def _rejects_options(text: str) -> bool:
+    lowered = text.lower()
+    return any(k in lowered for k in _VLLM_OPTIONS) or ("unrecognized" in lowered and (
+        "return_token" in lowered))
+
+
+def _wire_message(message: dict[str, Any]) -> dict[str, Any]:
+    """Drop empty optional keys that strict providers reject."""
+    out: dict[str, Any] = {"role": message["role"], "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        out["tool_calls"] = message["tool_calls"]
+    if message.get("tool_call_id"):
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def _parse_response(data: dict[str, Any]) -> ChatResponse:
+    choice = data["choices"][0]
+    msg = choice.get("message") or {}
+    calls = []
+    for i, raw in enumerate(msg.get("tool_calls") or []):
+        fn = raw.get("function") or {}
+        args = decode_arguments(fn.get("arguments"))
+        calls.append(ToolCall(
+            id=str(raw.get("id") or f"call_{i}"),
+            name=str(fn.get("name") or ""),
+            arguments=args or {},
+            raw_arguments=None if args is not None else str(fn.get("arguments")),
+        ))
+    logprobs, ids_from_lp = _logprobs(choice.get("logprobs"))
+    completion_ids = choice.get("token_ids") or ids_from_lp
+    prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids")
+    usage = data.get("usage") or {}
+    return ChatResponse(
+        content=msg.get("content") or "",
+        tool_calls=calls,
+        prompt_token_ids=list(prompt_ids) if prompt_ids else None,
+        completion_token_ids=list(completion_ids) if completion_ids else None,
+        completion_logprobs=logprobs,
+        finish_reason=str(choice.get("finish_reason") or "stop"),
+        usage=Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                    completion_tokens=int(usage.get("completion_tokens") or 0)),
+    )
+
+
+def _logprobs(block: Any) -> tuple[list[float] | None, list[int] | None]:
+    """(logprobs, ids) from a choice's logprobs; ids only when sent as 'token_id:N'."""
+    if not isinstance(block, dict) or not isinstance(block.get("content"), list):
+        return None, None
+    values: list[float] = []
+    ids: list[int] | None = []
+    for item in block["content"]:
+        values.append(float(item.get("logprob", 0.0)))
+        token = str(item.get("token", ""))
+        if ids is not None and token.startswith("token_id:"):
+            try:
+                ids.append(int(token.split(":", 1)[1]))
+            except ValueError:
+                ids = None
+        else:
+            ids = None
+    return values, ids

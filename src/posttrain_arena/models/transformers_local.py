@@ -1,0 +1,197 @@
+"""A local transformers chat model (CPU or GPU) with exact token records.
+
+Prompts are rendered by the tokenizer's own chat template, with the tools declared the
+standard way (`apply_chat_template(messages, tools=..., add_generation_prompt=True)`),
+and the model's answer is parsed back into tool calls from the template's own format
+(Qwen/Hermes `<tool_call>` blocks). Every turn records the exact prompt ids, completion
+ids (up to and including the end-of-turn token) and the log-probability of each
+completion id under the sampling distribution (logits / temperature; plain logits when
+greedy), before top-p truncation: the quantity GRPO's ratio needs.
+
+With `prefix_ids` (the ids of the conversation so far, as generated) the next prompt
+continues from them exactly and only the messages added since are tokenised, so a
+multi-turn episode is one token sequence the model really saw. torch and transformers
+are imported lazily.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from posttrain_arena.models.base import ChatResponse, ModelError, SamplingParams, Usage
+from posttrain_arena.models.toolcalls import decode_arguments, parse_tool_calls
+
+
+class TransformersChatModel:
+    """Chat with a causal LM loaded in this process."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, name: str = "hf") -> None:
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ModelError(f"{name}: the tokenizer has no chat_template; the model agent "
+                             "needs one to render conversations and tools")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self._lock = threading.Lock()
+        eos = tokenizer.eos_token_id
+        self.eos_ids: list[int] = [eos] if eos is not None else []
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        for extra in gen_eos if isinstance(gen_eos, list) else [gen_eos]:
+            if extra is not None and extra not in self.eos_ids:
+                self.eos_ids.append(int(extra))
+        if not self.eos_ids:
+            raise ModelError(f"{name}: the tokenizer defines no eos_token; set one")
+
+    @classmethod
+    def from_pretrained(
+        cls, path: Path | str, *, device: str | None = None, dtype: str = "auto"
+    ) -> TransformersChatModel:
+        """Load a local model directory (nothing is downloaded)."""
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{path} is not a transformers model directory (no config.json)")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype,
+                                                         local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot load model from {path}: {exc}") from exc
+        model.to(device)  # type: ignore[arg-type]
+        model.eval()
+        return cls(model, tokenizer, name=f"hf:{path}")
+
+    # -- rendering -------------------------------------------------------------------
+
+    def render(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """The conversation as the chat template writes it."""
+        text = self.tokenizer.apply_chat_template(
+            [hf_message(m) for m in messages],
+            tools=list(tools) if tools else None,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=False,
+        )
+        return str(text)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of template text (the template already holds any special tokens)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_ids(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None = None,
+        prefix_ids: Sequence[int] | None = None,
+    ) -> list[int]:
+        """Ids of the next prompt; continues `prefix_ids` exactly when given."""
+        full = self.render(messages, tools)
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"),
+                   default=None)
+        if prefix_ids and last is not None:
+            through = self.render(messages[: last + 1], tools, add_generation_prompt=False)
+            if full.startswith(through):
+                eos_text = self.tokenizer.eos_token or ""
+                cut = through.rfind(eos_text) if eos_text else -1
+                tail = through[cut + len(eos_text):] if cut >= 0 else ""
+                prefix = list(prefix_ids)
+                if prefix[-1] not in self.eos_ids:
+                    prefix.append(self.eos_ids[0])  # a truncated turn is closed explicitly
+                return prefix + self.encode(tail + full[len(through):])
+        return self.encode(full)
+
+    # -- generation ------------------------------------------------------------------
+
+    def chat(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        sampling: SamplingParams | None = None,
+        prefix_ids: Sequence[int] | None = None,
+    ) -> ChatResponse:
+        """Sample the next assistant turn and record its exact tokens."""
+        sampling = sampling or SamplingParams()
+        ids = self.prompt_ids(messages, tools, prefix_ids)
+        completion, logprobs = self.generate(ids, sampling)
+        ended = bool(completion) and completion[-1] in self.eos_ids
+        body = completion[:-1] if ended else completion
+        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        content, calls = parse_tool_calls(text, id_prefix=f"call_{turn}")
+        return ChatResponse(
+            content=content,
+            tool_calls=calls,
+            prompt_token_ids=ids,
+            completion_token_ids=completion,
+            completion_logprobs=logprobs,
+            finish_reason=("tool_calls" if calls else "stop") if ended else "length",
+            usage=Usage(prompt_tokens=len(ids), completion_tokens=len(completion)),
+            raw_text=text,
+        )
+
+    def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> tuple[
+            list[int], list[float]]:
+        """(completion ids, their logprobs) for a prompt; one generation at a time."""
+        import torch
+
+        device = next(self.model.parameters()).device
+        greedy = sampling.temperature <= 0
+        temperature = 1.0 if greedy else sampling.temperature
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "do_sample": not greedy,
+            "eos_token_id": self.eos_ids,
+            "pad_token_id": self.tokenizer.pad_token_id
+            if self.tokenizer.pad_token_id is not None else self.eos_ids[0],
+            "return_dict_in_generate": True,
+            "output_logits": True,
+        }
+        if not greedy:
+            kwargs.update(temperature=temperature, top_p=sampling.top_p, top_k=0)
+        input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+        with self._lock, torch.no_grad():
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            out = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
+                                      **kwargs)
+        new = out.sequences[0, len(prompt_ids):].tolist()
+        completion: list[int] = []
+        for tok in new:
+            completion.append(int(tok))
+            if tok in self.eos_ids:
+                break
+        logprobs = []
+        for step, tok in enumerate(completion):
+            logits = out.logits[step][0].float() / temperature
+            logprobs.append(float(torch.log_softmax(logits, dim=-1)[tok]))
+        return completion, logprobs
+
+
+def hf_message(message: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI-form message in the shape chat templates expect (arguments as dicts)."""
+    out: dict[str, Any] = {"role": message["role"], "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        calls = []
+        for call in message["tool_calls"]:
+            fn = call.get("function", call)
+            args = decode_arguments(fn.get("arguments"))
+            calls.append({"id": call.get("id"), "type": "function",
+                          "function": {"name": fn.get("name", ""),
+                                       "arguments": args if args is not None
+                                       else fn.get("arguments")}})
+        out["tool_calls"] = calls
+    if message.get("tool_call_id"):
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
