@@ -1,9 +1,149 @@
-"""`arena` commands for the replay area: `task run`, `collection replay`."""
+"""`arena task run` and `arena collection replay`: oracle, empty and probe trials."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
+
+from posttrain_arena.cli.groups import collection_app, task_app
+
+if TYPE_CHECKING:
+    from posttrain_arena.trial.replay import ReplayCheck
+    from posttrain_arena.trial.runner import TrialRunner
+
+_BACKEND_HELP = "Sandbox backend: docker, local, or auto (docker when an engine answers)."
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the root app."""
+    """Commands live on the shared `task` and `collection` groups (see cli/groups.py)."""
+
+
+def _runner(backend: str, network: bool | None, records: Path | None) -> TrialRunner:
+    from posttrain_arena.sandbox.base import PrerequisiteError
+    from posttrain_arena.trial.runner import TrialRunner
+
+    try:
+        return TrialRunner(backend, records_root=records, allow_network=network)
+    except (PrerequisiteError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@task_app.command("run")
+def run(
+    directory: Path = typer.Argument(..., help="Task package folder."),
+    skip_oracle: bool = typer.Option(
+        False, "--skip-oracle", help="Run the empty trial instead: it must NOT score 1.0."),
+    backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
+    network: bool = typer.Option(
+        False, "--network", help="Give the agent phase network access."),
+    agent: str | None = typer.Option(
+        None, "--agent", help="Any script as the agent, to probe the verifier: script:PATH."),
+    records: Path | None = typer.Option(
+        None, "--records", help="Keep trial records here (default: a temporary folder)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the trial result as JSON."),
+) -> None:
+    """Replay one task: the oracle must score 1.0 (exit 0), or with --skip-oracle the
+    empty trial must be rejected (exit 0). Otherwise exit 1 with the reason."""
+    import tempfile
+
+    from posttrain_arena.trial.replay import replay_task
+
+    spec = agent or ("empty" if skip_oracle else "oracle")
+    if not (spec in ("oracle", "empty") or spec.startswith("script:")):
+        typer.echo("error: --agent takes script:PATH", err=True)
+        raise typer.Exit(2)
+    if spec.startswith("script:") and not Path(spec[7:]).is_file():
+        typer.echo(f"error: agent script {spec[7:]} does not exist", err=True)
+        raise typer.Exit(2)
+    root = records or Path(tempfile.gettempdir()) / "arena-records"
+    runner = _runner(backend, True if network else None, root)
+    check = replay_task(directory, runner, agent=spec)
+    if as_json:
+        payload = check.model_dump(mode="json")
+        typer.echo(json.dumps(payload, indent=2))
+        raise typer.Exit(0 if check.ok else 1)
+    _print_check(check)
+    raise typer.Exit(0 if check.ok else 1)
+
+
+def _print_check(check: ReplayCheck) -> None:
+    from rich.console import Console
+
+    console = Console()
+    result = check.result
+    mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
+    if result is not None and result.reward is not None:
+        typer.echo(f"reward: {result.reward}")
+    console.print(f"{mark} {check.task} ({check.kind} trial): {check.message}", highlight=False)
+    if result is None:
+        return
+    if result.details:
+        passed = sum(d.status == "passed" for d in result.details)
+        console.print(f"tests: {passed}/{len(result.details)} passed", highlight=False)
+        for d in result.details:
+            if d.status != "passed":
+                console.print(f"  [red]{d.status}[/red] {d.name}", highlight=False)
+    timing = ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.items())
+    console.print(f"backend {result.backend}, outcome {result.outcome.value}; {timing}",
+                  highlight=False)
+    if result.record_dir:
+        console.print(f"record: {result.record_dir}", highlight=False)
+
+
+@collection_app.command("replay")
+def replay(
+    directory: Path = typer.Argument(..., help="Collection folder (envs/*) or a folder of tasks."),
+    jobs: int = typer.Option(1, "-j", "--jobs", min=1, help="Trials to run at once."),
+    backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
+    records: Path | None = typer.Option(
+        None, "--records", help="Keep trial records here (default: a temporary folder)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the replay report as JSON."),
+) -> None:
+    """Oracle and empty trials for every package: exit 0 when every oracle scores 1.0
+    and every empty trial is rejected."""
+    import tempfile
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.table import Table
+
+    from posttrain_arena.trial.replay import replay_collection, replay_jobs
+
+    if not directory.is_dir():
+        typer.echo(f"error: {directory} is not a folder", err=True)
+        raise typer.Exit(2)
+    root = records or Path(tempfile.gettempdir()) / "arena-records"
+    runner = _runner(backend, None, root)
+    console = Console(stderr=as_json)
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  transient=as_json) as progress:
+        bar = progress.add_task("replaying", total=replay_jobs(directory))
+        report = replay_collection(directory, runner, jobs=jobs,
+                                   on_done=lambda c: progress.advance(bar))
+    if as_json:
+        typer.echo(json.dumps(report.model_dump(mode="json"), indent=2))
+        raise typer.Exit(0 if report.ok else 1)
+    table = Table(title=f"replay of {directory} ({report.backend})")
+    for col in ("task", "oracle", "empty", "verdict"):
+        table.add_column(col)
+    by_task: dict[str, dict[str, ReplayCheck]] = {}
+    for c in report.checks:
+        by_task.setdefault(c.task, {})[c.kind] = c
+    for task, kinds in by_task.items():
+        cells = []
+        for kind in ("oracle", "empty"):
+            one = kinds.get(kind)
+            cells.append("-" if one is None else
+                         f"[{'green' if one.ok else 'red'}]{one.message}[/]")
+        good = all(k.ok for k in kinds.values())
+        table.add_row(task, *cells, "[green]ok[/]" if good else "[red]FAIL[/]")
+    console.print(table)
+    n_bad = sum(not c.ok for c in report.checks)
+    console.print(f"{len(by_task)} task(s), {len(report.checks)} trial(s), "
+                  f"{n_bad} problem(s)", highlight=False)
+    raise typer.Exit(0 if report.ok else 1)

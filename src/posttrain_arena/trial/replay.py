@@ -1,0 +1,122 @@
+"""Replays for authors and collection owners: oracle and empty trials, with verdicts.
+
+* oracle replay: the reference solution must score 1.0;
+* empty trial: the verifier must reject an untouched environment (reward below 1.0);
+* script probe (`script:PATH`): any script as the agent; reported as it scored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from posttrain_arena.agents.base import Agent
+from posttrain_arena.agents.empty import EmptyAgent
+from posttrain_arena.agents.oracle import OracleAgent
+from posttrain_arena.agents.script import ScriptAgent
+from posttrain_arena.spec.findings import SpecError
+from posttrain_arena.spec.package import TASK_MD, load_task
+from posttrain_arena.trial.result import Outcome, TrialResult
+from posttrain_arena.trial.runner import TrialRunner
+
+
+def agent_from_spec(spec: str) -> Agent:
+    """`oracle`, `empty` or `script:PATH` (ValueError for anything else)."""
+    if spec == "oracle":
+        return OracleAgent()
+    if spec == "empty":
+        return EmptyAgent()
+    if spec.startswith("script:"):
+        return ScriptAgent(Path(spec.removeprefix("script:")))
+    raise ValueError(f"unknown agent {spec!r}; use oracle, empty or script:PATH")
+
+
+class ReplayCheck(BaseModel):
+    """One replay trial and whether it behaved as a good task requires."""
+
+    task: str = Field(description="task directory name")
+    kind: str = Field(description="oracle, empty or script")
+    ok: bool = Field(description="oracle scored 1.0 / empty scored below 1.0 / script scored")
+    message: str = Field(description="the verdict in words")
+    result: TrialResult | None = Field(default=None, description="the trial, when it ran")
+
+
+def judge(kind: str, task: str, result: TrialResult) -> ReplayCheck:
+    """Whether a replay trial's result is what its kind requires."""
+    scored = result.outcome is Outcome.SCORED and result.reward is not None
+    reward = result.reward if scored else None
+    if not scored:
+        message = f"{result.outcome.value}: {result.reason}"
+        return ReplayCheck(task=task, kind=kind, ok=False, message=message, result=result)
+    if kind == "oracle":
+        ok = (reward or 0.0) >= 1.0
+        message = f"reward: {reward}" if ok else (
+            f"reward: {reward}; the oracle must score 1.0 "
+            f"(see {result.record_dir or 'the record'})")
+    elif kind == "empty":
+        ok = (reward or 0.0) < 1.0
+        message = f"reward: {reward}" if ok else (
+            "reward: 1.0; the verifier accepts an untouched environment")
+    else:
+        ok, message = True, f"reward: {reward}"
+    return ReplayCheck(task=task, kind=kind, ok=ok, message=message, result=result)
+
+
+def replay_task(path: Path, runner: TrialRunner, *, agent: str = "oracle") -> ReplayCheck:
+    """One replay trial of the task at `path` (agent: oracle, empty or script:PATH)."""
+    kind = agent.split(":", 1)[0]
+    try:
+        task = load_task(path)
+    except SpecError as exc:
+        return ReplayCheck(task=Path(path).name, kind=kind, ok=False,
+                           message=f"the package does not load: {exc}")
+    result = runner.run(task, agent_from_spec(agent))
+    return judge(kind, task.name, result)
+
+
+class CollectionReplay(BaseModel):
+    """Oracle and empty trials of every package in a collection."""
+
+    path: str = Field(description="the collection directory")
+    backend: str = Field(description="sandbox backend used")
+    checks: list[ReplayCheck] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+
+def task_dirs(root: Path) -> list[Path]:
+    """Package folders of a collection (envs/*), or of a plain folder of packages."""
+    base = root / "envs" if (root / "envs").is_dir() else root
+    if (root / TASK_MD).is_file():
+        return [root]
+    return sorted(d for d in base.iterdir()
+                  if d.is_dir() and not d.is_symlink() and not d.name.startswith(("_", ".")))
+
+
+def replay_collection(
+    root: Path, runner: TrialRunner, *, jobs: int = 1,
+    on_done: Callable[[ReplayCheck], None] | None = None,
+) -> CollectionReplay:
+    """Oracle and empty trials for every package, `jobs` at a time."""
+    dirs = task_dirs(Path(root))
+    report = CollectionReplay(path=str(root), backend=runner.backend_name)
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="replay") as pool:
+        futures = [pool.submit(replay_task, d, runner, agent=kind)
+                   for d in dirs for kind in ("oracle", "empty")]
+        for fut in as_completed(futures):
+            check = fut.result()
+            report.checks.append(check)
+            if on_done is not None:
+                on_done(check)
+    report.checks.sort(key=lambda c: (c.task, c.kind != "oracle"))
+    return report
+
+
+def replay_jobs(root: Path) -> int:
+    """How many trials `replay_collection` runs for `root` (for progress bars)."""
+    return 2 * len(task_dirs(Path(root)))
