@@ -15,7 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+import posttrain_arena.sandbox as sandbox_package
+
+CTRF_PLUGIN = Path(sandbox_package.__file__).resolve().parent / "ctrf_plugin.py"
 
 
 def system_python() -> str:
@@ -120,11 +122,18 @@ def run_verifier(verifier: Path, workspace: Path) -> subprocess.CompletedProcess
 
 
 def run_test_sh(verifier: Path, workspace: Path, logs: Path) -> subprocess.CompletedProcess[str]:
-    """verifier/test.sh with a pytest that accepts --ctrf (the shim in this folder)."""
-    pytest_bin = workspace.parent / "pytest-ctrf"
+    """verifier/test.sh with a pytest that accepts --ctrf, as the image provides it.
+
+    The image gets the sandbox's CTRF plugin installed with an entry point; here the
+    same file is copied next to a wrapper script and loaded with `-p`.
+    """
+    tools = workspace.parent / "tools"
+    tools.mkdir(exist_ok=True)
+    shutil.copyfile(CTRF_PLUGIN, tools / "ctrf_plugin.py")
+    pytest_bin = tools / "pytest-ctrf"
     pytest_bin.write_text(
         "#!/bin/sh\n"
-        f'PYTHONPATH="{HERE}" exec {system_python()} -m pytest -p ctrf_shim "$@"\n'
+        f'PYTHONPATH="{tools}" exec {system_python()} -m pytest -p ctrf_plugin "$@"\n'
     )
     pytest_bin.chmod(0o755)
     env = trial_env(workspace, {
@@ -136,4 +145,3 @@ def run_test_sh(verifier: Path, workspace: Path, logs: Path) -> subprocess.Compl
     })
     return subprocess.run(["bash", str(verifier / "test.sh")], cwd=workspace.parent, env=env,
                           capture_output=True, text=True, timeout=120)
-

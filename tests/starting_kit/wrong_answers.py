@@ -80,10 +80,60 @@ def _clamp_instead_of_drop(ws: Path) -> None:
     path.write_text("\n\n".join(renumbered) + "\n")
 
 
+def _hydrate_multiplier_ignored(ws: Path) -> None:
+    # Parses `CuSO4·5H2O` as CuSO4 + H2O: the hydrate's leading count is dropped.
+    path = ws / "molar_masses.csv"
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    for row in rows[1:]:
+        hydrate = re.search(r"·(\d+)H2O$", row[1])
+        if hydrate:
+            row[2] = f"{float(row[2]) - (int(hydrate.group(1)) - 1) * 18.015:.3f}"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+
+
+def _swapped_cells(ws: Path) -> None:
+    # A hand-solving slip: two blank cells of the first row swapped (rows still valid).
+    path = ws / "solution.txt"
+    lines = path.read_text().split()
+    first = list(lines[0])
+    first[0], first[1] = first[1], first[0]  # both blanks in the seeded puzzle
+    lines[0] = "".join(first)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _file_order_not_time_order(ws: Path) -> None:
+    # Scans rows in file order: late rows break two events and change a peak.
+    per_machine: dict[str, list[tuple[str, str, float | None]]] = {}
+    with (ws / "line_sensors.csv").open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            temp = float(row["temp_c"]) if row["temp_c"] else None
+            per_machine.setdefault(row["machine"], []).append(
+                (row["timestamp"], row["state"], temp))
+    report = {}
+    for machine, rows in per_machine.items():
+        events, run = [], []
+        for stamp, _, temp in [*rows, ("", "", None)]:
+            if temp is not None and temp > 85.0:
+                run.append((stamp, temp))
+                continue
+            if len(run) >= 3:
+                events.append({"start": run[0][0], "end": run[-1][0],
+                               "peak_c": max(t for _, t in run)})
+            run = []
+        uptime = 100 * sum(state == "RUN" for _, state, _ in rows) / len(rows)
+        report[machine] = {"uptime_pct": round(uptime, 2), "overheat_events": events}
+    (ws / "report.json").write_text(json.dumps(report))
+
+
 WRONG_ANSWERS: dict[str, Callable[[Path], None]] = {
     "fix-interval-merge": _partial_interval_fix,
     "ssh-bruteforce-ips": _count_not_window,
     "loan-amortization": _rounded_payment_first,
     "merge-contact-lists": _signups_override_crm,
     "shift-subtitles": _clamp_instead_of_drop,
+    "molar-masses": _hydrate_multiplier_ignored,
+    "sudoku-solve": _swapped_cells,
+    "sensor-overheat-uptime": _file_order_not_time_order,
 }
