@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ MiB = 1024 * 1024
 #: Names that are answers or tests in this format; inside environment/ they leak.
 LEAK_NAMES = frozenset({"solve.sh", "test_outputs.py"})
 _ODD_CHARS = frozenset(':*?"<>|')
+# A cheap pre-filter over whole relative paths; _name_findings says what is wrong.
+_SUSPECT_NAME = re.compile(r'[\x00-\x1f\x7f\\\udc80-\udcff:*?"<>|]|(^|/)\s|\s($|/)')
 _MAX_DOCKERFILE_BYTES = 256 * 1024
 
 
@@ -102,7 +105,7 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
     findings = _tree_findings(root, inv, limits)
     readable = not any(f.severity is Severity.ERROR for f in findings)
     if readable:
-        hash_contents(inv)
+        hash_contents(inv, _leak_candidates(inv))
     parsed = parse_task_md(root)
     findings += parsed.findings + _task_md_warnings(root, parsed)
     kind = _verifier_kind(inv)
@@ -136,17 +139,18 @@ def _tree_findings(root: Path, inv: Inventory, limits: CheckLimits) -> list[Find
                       f"{_mib(limits.max_package_bytes)}"))
     real_root = os.path.realpath(root)
     for e in inv.entries:
-        where = str(root / e.rel)
-        out.extend(_name_findings(where, e.rel.rpartition("/")[2]))
-        if e.kind == "other":
-            out.append(_f("error", "special-file", where, "not a regular file, folder or "
-                          "symlink (a device, socket or pipe); remove it"))
-        elif e.kind == "file" and e.size > limits.max_file_bytes:
-            out.append(_f("error", "file-too-large", where,
-                          f"{_mib(e.size)}; the limit per file is "
-                          f"{_mib(limits.max_file_bytes)}"))
+        if _SUSPECT_NAME.search(e.rel):
+            out.extend(_name_findings(str(root / e.rel), e.rel.rpartition("/")[2]))
+        if e.kind == "file":
+            if e.size > limits.max_file_bytes:
+                out.append(_f("error", "file-too-large", str(root / e.rel),
+                              f"{_mib(e.size)}; the limit per file is "
+                              f"{_mib(limits.max_file_bytes)}"))
         elif e.kind == "link":
             out.extend(_link_findings(root, real_root, e.rel, e.target or ""))
+        elif e.kind == "other":
+            out.append(_f("error", "special-file", str(root / e.rel), "not a regular file, "
+                          "folder or symlink (a device, socket or pipe); remove it"))
     return out
 
 
@@ -279,6 +283,15 @@ def _dockerfile_findings(root: Path, inv: Inventory) -> list[Finding]:
 
 
 # --- answer leaks ------------------------------------------------------------------------
+
+
+def _leak_candidates(inv: Inventory) -> set[str]:
+    """Files worth a content digest: oracle/verifier files and same-sized env files."""
+    secret = [e for e in inv.entries if e.kind == "file" and e.size > 0
+              and e.rel.startswith(("oracle/", "verifier/"))]
+    sizes = {e.size for e in secret}
+    env = [e for e in inv.under("environment") if e.kind == "file" and e.size in sizes]
+    return {e.rel for e in secret} | {e.rel for e in env} if env else set()
 
 
 def _leak_findings(root: Path, inv: Inventory) -> list[Finding]:

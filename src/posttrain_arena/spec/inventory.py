@@ -109,10 +109,12 @@ def walk(root: Path, max_entries: int) -> Inventory:
     return inv
 
 
-def hash_contents(inv: Inventory) -> None:
-    """Read each file once: set every file's digest and the package checksum.
+def hash_contents(inv: Inventory, digest_for: set[str] | None = None) -> None:
+    """Read each file once: set the package checksum, and the digests of `digest_for`.
 
     The checksum equals `hashing.tree_hash(root)`: same entries, order and framing.
+    Per-file digests cost a second hash pass over the bytes, so only the files named
+    in `digest_for` (every file when None) get one.
     """
     tree = hashlib.sha256()
     root = str(inv.root)
@@ -127,7 +129,8 @@ def hash_contents(inv: Inventory) -> None:
             with open(os.path.join(root, entry.rel), "rb") as fh:
                 data = fh.read()
             tree.update(data)
-            entry.digest = hashlib.sha256(data).hexdigest()
+            if digest_for is None or entry.rel in digest_for:
+                entry.digest = hashlib.sha256(data).hexdigest()
         tree.update(b"\0")
     inv.checksum = "sha256:" + tree.hexdigest()
 

@@ -40,7 +40,31 @@ class _NoAliasLoader(yaml.SafeLoader):
 # aliases to shared nodes, so there an alias shows up as a node met twice while
 # converting (see _Converter), which also catches recursive anchors. The composed graph
 # is linear in the size of the text, so no bomb expands before it is refused.
-_FAST_LOADER: Any = getattr(yaml, "CSafeLoader", None)
+_C_LOADER: Any = getattr(yaml, "CSafeLoader", None)
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _cached_resolver(base: Any) -> Any:
+    """`base` with scalar tag resolution memoised: the same keys recur in every manifest."""
+
+    class Loader(base):  # type: ignore[misc,valid-type]
+        _resolved: dict[tuple[str, bool], str] = {}
+
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+            if kind is yaml.ScalarNode and implicit[0] and len(value) < 64:
+                key = (value, bool(implicit[1]))
+                tag = self._resolved.get(key)
+                if tag is None:
+                    tag = super().resolve(kind, value, implicit)
+                    if len(self._resolved) < 4096:
+                        self._resolved[key] = tag
+                return tag
+            return super().resolve(kind, value, implicit)
+
+    return Loader
+
+
+_FAST_LOADER: Any = _cached_resolver(_C_LOADER) if _C_LOADER is not None else None
 
 
 class _Converter:
@@ -80,6 +104,8 @@ class _Converter:
                 self.lines[dotted] = child_line
                 items.append(self.convert(child, dotted, depth + 1, child_line))
             return items
+        if node.tag == _STR_TAG and isinstance(node.value, str):
+            return node.value
         return self._constructor.construct_object(node, deep=True)  # type: ignore[no-untyped-call]
 
 

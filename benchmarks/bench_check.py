@@ -1,0 +1,110 @@
+"""Benchmark: `arena collection check` on a 200-task collection, as a whole process.
+
+The starting-kit examples (or the template, when there are none) are replicated into a
+200-task collection in a temporary folder, each copy made distinct so that the
+duplicate check does not fire. The figure is the median wall time of the CLI, beside a
+baseline measured in the same run: interpreter start-up plus a plain `os.walk` of the
+same tree. The issue's target is the deep check within 2x of a shallow key-presence
+check (about 0.15 s here); the ratio to the walk baseline is the stricter figure.
+
+    .venv/bin/python benchmarks/bench_check.py [--tasks 200] [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def sources() -> list[Path]:
+    """Packages to replicate: the examples if present, else the template."""
+    examples = sorted(p for p in (REPO / "starting-kit" / "examples").glob("*/task.md"))
+    found = [p.parent for p in examples]
+    return found or [REPO / "starting-kit" / "template"]
+
+
+def build_collection(dest: Path, n_tasks: int) -> None:
+    """Write submission.yaml and n_tasks distinct packages under dest/envs/."""
+    (dest / "envs").mkdir(parents=True)
+    (dest / "submission.yaml").write_text(
+        "team_name: bench\ncontact_email: bench@example.com\ntrack: environments\n"
+    )
+    pool = sources()
+    for i in range(n_tasks):
+        src = pool[i % len(pool)]
+        target = dest / "envs" / f"{src.name}-{i:03d}"
+        shutil.copytree(src, target, symlinks=True)
+        with (target / "task.md").open("a", encoding="utf-8") as fh:
+            fh.write(f"\n<!-- copy {i} -->\n")
+
+
+def arena_command() -> list[str]:
+    """The `arena` console script of this interpreter, else `python -m`."""
+    script = Path(sys.executable).with_name("arena")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "posttrain_arena.cli.main"]
+
+
+def median_seconds(cmd: list[str], runs: int, expect_rc: int = 0) -> tuple[float, float]:
+    """Median (wall, CPU) seconds of `runs` executions, after one warm-up.
+
+    CPU time (user + system of the child) is steadier than wall time on a shared host.
+    """
+    times: list[tuple[float, float]] = []
+    for i in range(runs + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if proc.returncode != expect_rc:
+            raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n"
+                             f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        if i:
+            times.append((wall, cpu))
+    return statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
+        coll = Path(tmp) / "collection"
+        build_collection(coll, args.tasks)
+        n_files = sum(1 for p in coll.rglob("*") if p.is_file())
+        rows = [
+            ("interpreter start-up", [sys.executable, "-c", "pass"]),
+            ("baseline: start-up + os.walk",
+             [sys.executable, "-c", f"import os; [x for x in os.walk({str(coll)!r})]"]),
+            ("arena collection check", [*arena_command(), "collection", "check", str(coll)]),
+            ("arena collection check --json",
+             [*arena_command(), "collection", "check", "--json", str(coll)]),
+        ]
+        results = {label: median_seconds(cmd, args.runs) for label, cmd in rows}
+    print(f"collection: {args.tasks} tasks, {n_files} files, from "
+          f"{', '.join(p.name for p in sources())}; median of {args.runs} runs")
+    base_wall, base_cpu = results["baseline: start-up + os.walk"]
+    print(f"{'':32s} {'wall ms':>9s} {'cpu ms':>9s} {'wall/base':>10s} {'cpu/base':>9s}")
+    for label, (wall, cpu) in results.items():
+        print(f"{label:32s} {wall * 1000:9.1f} {cpu * 1000:9.1f} "
+              f"{wall / base_wall:9.2f}x {cpu / base_cpu:8.2f}x")
+    check_wall = results["arena collection check"][0]
+    print(f"issue target (2 x 0.15 s shallow check = 300 ms wall): "
+          f"{'met' if check_wall <= 0.300 else 'not met'} ({check_wall * 1000:.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()
