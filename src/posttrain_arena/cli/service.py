@@ -1,9 +1,168 @@
-"""`arena` commands for the service area (filled in by the service work)."""
+"""`arena serve`, `arena worker` and `arena admin ...`: run and administer an Arena server.
+
+The admin commands act on the server's database directly (run them on the server host),
+so the first admin can be created before anyone holds a token.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any, NoReturn
+
 import typer
+
+from posttrain_arena.cli.groups import admin_app
+
+_DATA_DIR = typer.Option(None, "--data-dir", help="Data directory (default: $ARENA_DATA_DIR)")
+_DB_URL = typer.Option(None, "--database-url",
+                       help="Database URL (default: $ARENA_DATABASE_URL, else SQLite in the "
+                       "data directory)")
+
+
+def _settings(data_dir: Path | None, database_url: str | None = None) -> Any:
+    from posttrain_arena.service.config import Settings
+
+    overrides: dict[str, Any] = {}
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    if database_url is not None:
+        overrides["database_url"] = database_url
+    return Settings(**overrides)
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(json.dumps({"error": message}), err=True)
+    raise typer.Exit(1)
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on"),
+    port: int = typer.Option(8000, "--port", help="Port to listen on"),
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+) -> None:
+    """Run the Arena API (and web pages) with uvicorn; migrates the database first."""
+    import uvicorn
+
+    from posttrain_arena.service.app import create_app
+
+    settings = _settings(data_dir, database_url)
+    app = create_app(settings)
+    typer.echo(f"arena: serving {settings.resolved_database_url.split('@')[-1]} on "
+               f"http://{host}:{port} (data in {settings.data_dir})", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def worker(
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+    once: bool = typer.Option(False, "--once", help="Process the queue, then exit when empty"),
+) -> None:
+    """Take queued runs and drive them through their stages (resumable)."""
+    import contextlib
+    import logging
+    import signal
+    import threading
+
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.worker import Worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    settings = _settings(data_dir, database_url)
+    w = Worker(open_database(settings), settings)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    typer.echo(f"arena worker {w.worker_id}: stages {[s.name for s in w.stages]}", err=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        w.serve(stop, once=once)
+
+
+@admin_app.command("create-user")
+def create_user(
+    name: str = typer.Argument(..., help="Unique user name"),
+    role: str = typer.Option("participant", "--role", help="participant, editor or admin"),
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+) -> None:
+    """Create a user and print its token (shown only once)."""
+    from posttrain_arena.service import auth
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.errors import ServiceError
+
+    db = open_database(_settings(data_dir, database_url))
+    try:
+        with db.write() as s:
+            user, token = auth.create_user(s, name, role)
+            out = {"id": user.id, "name": user.name, "role": user.role, "token": token}
+    except ServiceError as exc:
+        _fail(exc.message)
+    typer.echo(json.dumps(out, indent=2))
+
+
+@admin_app.command("create-challenge")
+def create_challenge(
+    slug: str = typer.Argument(..., help="URL-safe id, e.g. micro"),
+    title: str = typer.Option(..., "--title", help="Display title"),
+    base_model: str = typer.Option(..., "--base-model", help="Base model id or path"),
+    revision: str = typer.Option(..., "--revision", help="Pinned base model revision"),
+    recipe: str = typer.Option(..., "--recipe", help="Server path to the recipe TOML"),
+    suite: str | None = typer.Option(None, "--suite", help="Server path to the sealed suite"),
+    suite_hash: str | None = typer.Option(None, "--suite-hash", help="Suite hash (no --suite)"),
+    suite_size: int | None = typer.Option(None, "--suite-size", help="Suite size (no --suite)"),
+    price: float = typer.Option(1.0, "--price-per-hour", help="Compute units per run-hour"),
+    timeout: int = typer.Option(3600, "--timeout", help="Longest a run may take (s)"),
+    cooldown: int = typer.Option(0, "--cooldown", help="Seconds between counted runs"),
+    sample: list[str] = typer.Option([], "--public-sample", help="Suite task names to show"),
+    description: str = typer.Option("", "--description", help="Markdown description"),
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+) -> None:
+    """Create a challenge pinning model, recipe and suite (hashes computed from paths)."""
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.auth import SYSTEM
+    from posttrain_arena.service.challenges import create_challenge as create
+    from posttrain_arena.service.challenges import to_out
+    from posttrain_arena.service.errors import ServiceError
+    from posttrain_arena.service.schemas import ChallengeCreate
+
+    db = open_database(_settings(data_dir, database_url))
+    try:
+        body = ChallengeCreate(
+            slug=slug, title=title, description=description, base_model=base_model,
+            base_model_revision=revision, recipe=recipe, suite_path=suite,
+            suite_hash=suite_hash, suite_size=suite_size,
+            suite_domain_counts={} if suite is None and suite_hash else None,
+            public_sample=sample, price_per_hour=price, timeout_sec=timeout,
+            cooldown_sec=cooldown,
+        )
+        with db.write() as s:
+            out = to_out(create(s, SYSTEM, body))
+    except ServiceError as exc:
+        _fail(exc.message)
+    except ValueError as exc:
+        _fail(str(exc))
+    typer.echo(out.model_dump_json(indent=2))
+
+
+@admin_app.command("set-budget")
+def set_budget(
+    cap: float = typer.Argument(..., help="New global compute cap"),
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+) -> None:
+    """Set the global compute cap."""
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.auth import SYSTEM
+    from posttrain_arena.service.budget import set_cap
+
+    db = open_database(_settings(data_dir, database_url))
+    with db.write() as s:
+        out = set_cap(s, SYSTEM, cap)
+    typer.echo(out.model_dump_json(indent=2))
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the root app."""
+    app.command("serve")(serve)
+    app.command("worker")(worker)

@@ -1,0 +1,62 @@
+"""Challenge and leaderboard routes."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from posttrain_arena.service import challenges as svc
+from posttrain_arena.service.api.deps import DbDep, PrincipalDep
+from posttrain_arena.service.leaderboard import leaderboard
+from posttrain_arena.service.results import list_results
+from posttrain_arena.service.schemas import (
+    ChallengeCreate,
+    ChallengeOut,
+    HealthUpdate,
+    Leaderboard,
+    ResultOut,
+)
+
+router = APIRouter(prefix="/api/challenges", tags=["challenges"])
+
+
+@router.get("", response_model=list[ChallengeOut])
+def list_challenges(db: DbDep) -> list[ChallengeOut]:
+    """Every challenge (the sealed suite shows as hash and domain counts only)."""
+    with db.read() as s:
+        return [svc.to_out(c) for c in svc.list_challenges(s)]
+
+
+@router.post("", response_model=ChallengeOut, status_code=201)
+def create(body: ChallengeCreate, principal: PrincipalDep, db: DbDep) -> ChallengeOut:
+    """Create a challenge (admins)."""
+    with db.write() as s:
+        return svc.to_out(svc.create_challenge(s, principal, body))
+
+
+@router.get("/{ref}", response_model=ChallengeOut)
+def get(ref: str, db: DbDep) -> ChallengeOut:
+    """One challenge by slug or id."""
+    with db.read() as s:
+        return svc.to_out(svc.get_challenge(s, ref))
+
+
+@router.post("/{ref}/health", response_model=ChallengeOut)
+def set_health(ref: str, body: HealthUpdate, principal: PrincipalDep, db: DbDep
+               ) -> ChallengeOut:
+    """Open or pause a challenge (admins)."""
+    with db.write() as s:
+        return svc.to_out(svc.set_health(s, principal, ref, body))
+
+
+@router.get("/{ref}/leaderboard", response_model=Leaderboard)
+def get_leaderboard(ref: str, db: DbDep) -> Leaderboard:
+    """Collections ranked by mean change over accepted runs; rejected ones unranked."""
+    with db.read() as s:
+        return leaderboard(s, ref)
+
+
+@router.get("/{ref}/results", response_model=list[ResultOut])
+def results(ref: str, db: DbDep, limit: int = 100) -> list[ResultOut]:
+    """Collected results of a challenge with their review status, newest first."""
+    with db.read() as s:
+        return list_results(s, svc.get_challenge(s, ref).id, min(limit, 500))

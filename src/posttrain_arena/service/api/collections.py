@@ -1,0 +1,110 @@
+"""Collection routes: register from git, an uploaded archive or a server path; read."""
+
+from __future__ import annotations
+
+import tempfile
+from typing import IO
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from posttrain_arena.service import collections as svc
+from posttrain_arena.service.api.deps import DbDep, PrincipalDep, SettingsDep
+from posttrain_arena.service.auth import Role
+from posttrain_arena.service.errors import BadRequest, TooLarge
+from posttrain_arena.service.models import Collection
+from posttrain_arena.service.schemas import (
+    CollectionDetail,
+    CollectionOut,
+    GitSource,
+    PathSource,
+)
+
+router = APIRouter(prefix="/api/collections", tags=["collections"])
+
+
+@router.get("", response_model=list[CollectionOut])
+def list_collections(db: DbDep, principal: PrincipalDep, owner: str | None = None,
+                     limit: int = 100, offset: int = 0) -> list[Collection]:
+    """Registered collections, newest first (`owner=me` for your own, or a user id)."""
+    owner_id: int | None = None
+    if owner == "me":
+        if principal.user_id is None:
+            return []
+        owner_id = principal.user_id
+    elif owner is not None:
+        if not owner.isdigit():
+            raise BadRequest("owner must be 'me' or a user id")
+        owner_id = int(owner)
+    with db.read() as s:
+        rows, _ = svc.list_collections(s, owner_id, min(limit, 500), offset)
+        return rows
+
+
+@router.get("/{collection_id}", response_model=CollectionDetail)
+def get(collection_id: int, db: DbDep) -> Collection:
+    """One collection with its structural findings."""
+    with db.read() as s:
+        return svc.get_collection(s, collection_id)
+
+
+@router.post("/git", response_model=CollectionDetail, status_code=201)
+def from_git(body: GitSource, principal: PrincipalDep, db: DbDep, settings: SettingsDep
+             ) -> Collection:
+    """Register a collection from a git URL and ref (pinned to the resolved commit)."""
+    staged = svc.stage_git(settings, principal, body)
+    return svc.register(db, settings, principal, staged)
+
+
+@router.post("/path", response_model=CollectionDetail, status_code=201)
+def from_path(body: PathSource, principal: PrincipalDep, db: DbDep, settings: SettingsDep
+              ) -> Collection:
+    """Register a collection from a folder on the server."""
+    staged = svc.stage_path(settings, principal, body)
+    return svc.register(db, settings, principal, staged)
+
+
+@router.post(
+    "/upload", response_model=CollectionDetail, status_code=201,
+    openapi_extra={"requestBody": {"content": {
+        "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+        "multipart/form-data": {"schema": {"type": "object", "properties": {
+            "file": {"type": "string", "format": "binary"}}}},
+    }}},
+)
+async def upload(request: Request, principal: PrincipalDep, db: DbDep, settings: SettingsDep,
+                 name: str | None = None, filename: str = "upload.tar.gz") -> Collection:
+    """Register a collection from a tar.gz or zip archive: the raw body, or a multipart
+    form field `file`. Bounded in size, safe against path traversal and links."""
+    principal.require(Role.PARTICIPANT, "registering a collection")
+    limit = settings.upload_max_bytes
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > limit + 64 * 1024:
+        raise TooLarge(f"the upload is larger than {limit} bytes; remove large files or "
+                       "register the collection from git")
+    spool: IO[bytes]
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form()
+        field = form.get("file")
+        if not isinstance(field, UploadFile):
+            raise BadRequest("the form needs a file field named 'file'")
+        spool, filename = field.file, field.filename or filename
+        name = name or _text(form.get("name"))
+    else:
+        spool = tempfile.SpooledTemporaryFile(max_size=1 << 20)  # noqa: SIM115 (closed by GC)
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"the upload is larger than {limit} bytes; remove large files "
+                               "or register the collection from git")
+            spool.write(chunk)
+        spool.seek(0)
+    staged = await run_in_threadpool(svc.stage_archive, settings, principal, spool, filename,
+                                     name)
+    return await run_in_threadpool(svc.register, db, settings, principal, staged)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

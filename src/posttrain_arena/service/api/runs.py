@@ -1,0 +1,91 @@
+"""Run routes: preflight, launch, list, cancel, collect, result, review."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from posttrain_arena.service import results as results_svc
+from posttrain_arena.service import runs as svc
+from posttrain_arena.service.api.deps import DbDep, PrincipalDep
+from posttrain_arena.service.models import Run
+from posttrain_arena.service.schemas import (
+    Preflight,
+    ResultOut,
+    ReviewIn,
+    RunList,
+    RunOut,
+    RunRequest,
+    RunState,
+)
+
+router = APIRouter(prefix="/api/runs", tags=["runs"])
+
+
+@router.post("/preflight", response_model=Preflight)
+def preflight(body: RunRequest, principal: PrincipalDep, db: DbDep) -> Preflight:
+    """Every launch check as ok, FAIL or skip with its reason; reserves nothing."""
+    with db.read() as s:
+        return svc.preflight(s, principal, body)
+
+
+@router.post("", response_model=RunOut, status_code=201,
+             responses={200: {"description": "A retry with the same request_id"}})
+def launch(body: RunRequest, principal: PrincipalDep, db: DbDep, response: Response) -> Run:
+    """Queue a run and reserve its allowance; a retry with the same request_id returns the
+    same run (200). 409 lists the failed checks."""
+    with db.write() as s:
+        run, created = svc.launch(s, principal, body)
+    if not created:
+        response.status_code = 200
+    return run
+
+
+@router.get("", response_model=RunList)
+def list_runs(db: DbDep, challenge: str | None = None, collection_id: int | None = None,
+              state: RunState | None = None, limit: int = 50, offset: int = 0) -> RunList:
+    """Runs, newest first."""
+    with db.read() as s:
+        rows, total = svc.list_runs(s, challenge, collection_id, state, min(limit, 500), offset)
+        return RunList(items=[RunOut.model_validate(r) for r in rows], total=total)
+
+
+@router.get("/{run_id}", response_model=RunOut)
+def get(run_id: int, db: DbDep) -> Run:
+    """One run: state, stage, reason."""
+    with db.read() as s:
+        return svc.get_run(s, run_id)
+
+
+@router.post("/{run_id}/cancel", response_model=RunOut)
+def cancel(run_id: int, principal: PrincipalDep, db: DbDep) -> Run:
+    """Cancel a queued or running run (its author or an editor)."""
+    with db.write() as s:
+        return svc.cancel(s, principal, run_id)
+
+
+@router.post("/{run_id}/collect", response_model=ResultOut, status_code=201,
+             responses={200: {"description": "Already collected"}})
+def collect(run_id: int, principal: PrincipalDep, db: DbDep, response: Response) -> ResultOut:
+    """Check suite coverage and store the run's pending result."""
+    with db.write() as s:
+        result, created = results_svc.collect(s, principal, run_id)
+        _, review = results_svc.result_for_run(s, run_id)
+        out = results_svc.result_out(result, review)
+    if not created:
+        response.status_code = 200
+    return out
+
+
+@router.get("/{run_id}/result", response_model=ResultOut)
+def result(run_id: int, db: DbDep) -> ResultOut:
+    """The run's collected result and review status."""
+    with db.read() as s:
+        return results_svc.result_out(*results_svc.result_for_run(s, run_id))
+
+
+@router.post("/{run_id}/review", response_model=ResultOut)
+def review(run_id: int, body: ReviewIn, principal: PrincipalDep, db: DbDep) -> ResultOut:
+    """Accept or reject the run's result with a note (editors)."""
+    with db.write() as s:
+        results_svc.review(s, principal, run_id, body)
+        return results_svc.result_out(*results_svc.result_for_run(s, run_id))

@@ -1,0 +1,61 @@
+"""The FastAPI application: `create_app(settings)`.
+
+Starting the app creates the data directory, migrates the database to the newest schema
+and makes sure the budget row exists. Web pages, when the `service.web` package is
+present, register themselves through its `register(app)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from posttrain_arena import __version__
+from posttrain_arena.service.api import api_router
+from posttrain_arena.service.auth import external_checker
+from posttrain_arena.service.budget import ensure_budget
+from posttrain_arena.service.config import Settings
+from posttrain_arena.service.db import Database
+from posttrain_arena.service.errors import ServiceError
+from posttrain_arena.service.migrations import upgrade
+
+
+def open_database(settings: Settings) -> Database:
+    """Create the data directory, connect, migrate, and ensure the budget row."""
+    settings.ensure_dirs()
+    db = Database(settings.resolved_database_url)
+    upgrade(db.engine)
+    with db.write() as session:
+        ensure_budget(session, settings.budget_cap)
+    return db
+
+
+def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
+    """The Arena app for `settings` (default: from the environment)."""
+    settings = settings or Settings()
+    app = FastAPI(
+        title="PostTrain Arena",
+        version=__version__,
+        description="Challenges, collections, runs, budget, review, leaderboard and board. "
+        "Headless use: see /AGENTS.md.",
+    )
+    app.state.settings = settings
+    app.state.db = db or open_database(settings)
+    app.state.external_checker = external_checker(settings.external_auth,
+                                                  settings.external_auth_url)
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(_request: Request, exc: ServiceError) -> JSONResponse:
+        body: dict[str, object] = {"detail": exc.message, "code": exc.code}
+        if exc.detail is not None:
+            body["data"] = exc.detail
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+
+    app.include_router(api_router())
+    if importlib.util.find_spec("posttrain_arena.service.web") is not None:
+        importlib.import_module("posttrain_arena.service.web").register(app)
+    return app

@@ -1,0 +1,188 @@
+"""Identity: API tokens (sha256 at rest, looked up by a per-token prefix) and roles.
+
+A token reads `arena_<prefix>_<secret>`. The prefix is stored in clear to find the row;
+only the sha256 of the whole token is stored, compared in constant time.
+
+Roles: anonymous (no token: read only), participant (signed in: submit collections, post
+on the board), editor (review results, launch any run), admin (everything). "Collection
+author" is a participant acting on a collection they registered: launch, cancel and
+collect belong to the author and to editors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+import httpx
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from posttrain_arena.service.errors import BadRequest, Conflict, Forbidden, Unauthorized
+from posttrain_arena.service.models import ApiToken, User
+
+TOKEN_PREFIX = "arena_"
+
+
+class Role(StrEnum):
+    """A stored user role, in increasing order of power."""
+
+    PARTICIPANT = "participant"
+    EDITOR = "editor"
+    ADMIN = "admin"
+
+
+_RANK = {None: 0, Role.PARTICIPANT: 1, Role.EDITOR: 2, Role.ADMIN: 3}
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a user, or anonymous (user_id None)."""
+
+    user_id: int | None = None
+    name: str = "anonymous"
+    role: Role | None = None
+
+    @property
+    def anonymous(self) -> bool:
+        return self.role is None
+
+    def at_least(self, role: Role) -> bool:
+        """Whether this principal's role is `role` or more powerful."""
+        return _RANK[self.role] >= _RANK[role]
+
+    def require(self, role: Role, action: str) -> None:
+        """Raise Unauthorized/Forbidden unless the principal holds `role`."""
+        if self.anonymous:
+            raise Unauthorized(f"{action} needs a token: pass 'Authorization: Bearer TOKEN' "
+                               "(set ARENA_TOKEN for the CLI)")
+        if not self.at_least(role):
+            raise Forbidden(f"{action} needs the {role.value} role; you are {self.role}")
+
+    def require_owner_or_editor(self, owner_id: int, action: str) -> None:
+        """Raise unless the principal is the owner or an editor/admin."""
+        self.require(Role.PARTICIPANT, action)
+        if self.user_id != owner_id and not self.at_least(Role.EDITOR):
+            raise Forbidden(f"{action} belongs to the collection's author and to editors")
+
+
+ANONYMOUS = Principal()
+#: The server's own administrative identity, for `arena admin` commands run on the host.
+SYSTEM = Principal(user_id=None, name="system", role=Role.ADMIN)
+
+
+def hash_token(token: str) -> str:
+    """sha256 hex of a token, the form stored at rest."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_user(session: Session, name: str, role: Role | str) -> tuple[User, str]:
+    """Create a user with one fresh token; returns (user, token). The token is shown once."""
+    try:
+        role = Role(role)
+    except ValueError:
+        raise BadRequest(f"unknown role {role!r}; use one of: "
+                         f"{', '.join(r.value for r in Role)}") from None
+    if not name or len(name) > 100:
+        raise BadRequest("user name must be 1-100 characters")
+    if session.scalar(select(User).where(User.name == name)) is not None:
+        raise Conflict(f"user {name!r} already exists")
+    user = User(name=name, role=role.value)
+    session.add(user)
+    session.flush()
+    return user, issue_token(session, user)
+
+
+def issue_token(session: Session, user: User) -> str:
+    """Add a new token for `user` and return it in clear (it is stored hashed)."""
+    prefix = secrets.token_hex(6)
+    token = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(24)}"
+    session.add(ApiToken(user_id=user.id, prefix=prefix, token_hash=hash_token(token)))
+    session.flush()
+    return token
+
+
+@dataclass(frozen=True)
+class ExternalIdentity:
+    """Who an external provider says a token belongs to."""
+
+    external_id: str
+    name: str
+
+
+class ExternalTokenChecker(Protocol):
+    """Checks a token that is not an Arena token with an outside identity provider."""
+
+    def check(self, token: str) -> ExternalIdentity | None:
+        """The identity behind `token`, or None when the provider rejects it."""
+        ...
+
+
+class HuggingFaceWhoami:
+    """External checker calling a Hugging Face style `whoami` endpoint."""
+
+    def __init__(self, url: str = "https://huggingface.co/api/whoami-v2", timeout: float = 10):
+        self.url = url
+        self.timeout = timeout
+
+    def check(self, token: str) -> ExternalIdentity | None:
+        try:
+            resp = httpx.get(self.url, headers={"Authorization": f"Bearer {token}"},
+                             timeout=self.timeout)
+        except httpx.HTTPError:
+            return None
+        if resp.status_code != 200:
+            return None
+        name = resp.json().get("name")
+        return ExternalIdentity(external_id=f"hf:{name}", name=f"hf:{name}") if name else None
+
+
+def authenticate(
+    session: Session, token: str | None, external: ExternalTokenChecker | None = None
+) -> Principal:
+    """The principal for a bearer token; anonymous without one, Unauthorized if it is bad."""
+    if not token:
+        return ANONYMOUS
+    if token.startswith(TOKEN_PREFIX):
+        parts = token[len(TOKEN_PREFIX):].split("_", 1)
+        row = None
+        if len(parts) == 2:
+            row = session.scalar(select(ApiToken).where(ApiToken.prefix == parts[0]))
+        if row is None or row.revoked or not hmac.compare_digest(
+            row.token_hash, hash_token(token)
+        ):
+            raise Unauthorized("the token is not valid; ask an admin for a new one "
+                               "(`arena admin create-user`)")
+        user = session.get(User, row.user_id)
+        assert user is not None
+        return Principal(user_id=user.id, name=user.name, role=Role(user.role))
+    if external is not None:
+        ident = external.check(token)
+        if ident is not None:
+            return _external_principal(session, ident)
+    raise Unauthorized("the token is not valid: Arena tokens start with 'arena_'")
+
+
+def _external_principal(session: Session, ident: ExternalIdentity) -> Principal:
+    user = session.scalar(select(User).where(User.external_id == ident.external_id))
+    if user is None:
+        user = User(name=ident.name, role=Role.PARTICIPANT.value, external_id=ident.external_id)
+        session.add(user)
+        session.flush()
+    return Principal(user_id=user.id, name=user.name, role=Role(user.role))
+
+
+def external_checker(kind: str | None, url: str) -> ExternalTokenChecker | None:
+    """The configured external checker (None when off, the default)."""
+    if kind is None:
+        return None
+    if kind == "huggingface":
+        return HuggingFaceWhoami(url)
+    raise ValueError(f"unknown external_auth {kind!r}; use 'huggingface' or leave it unset")
+
+
+__all__ = ["ANONYMOUS", "Forbidden", "Principal", "Role", "authenticate", "create_user"]

@@ -1,0 +1,92 @@
+"""Service settings: one `BaseSettings` object, read from `ARENA_*` environment variables.
+
+The data directory holds everything the service owns on disk: the SQLite database (when
+no database URL is given), registered collections and run directories.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """How the Arena service runs. Every field can be set as `ARENA_<FIELD>`."""
+
+    model_config = SettingsConfigDict(env_prefix="ARENA_", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path("arena-data"),
+        description="Directory for the SQLite database, collections and run directories",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db; "
+        "default: SQLite (WAL mode) at DATA_DIR/arena.db",
+    )
+    budget_cap: float = Field(
+        default=1000.0, ge=0, description="Global compute cap (units), set on first start"
+    )
+    heartbeat_interval_sec: float = Field(
+        default=10.0, gt=0, description="How often a worker reports that a run is alive"
+    )
+    heartbeat_timeout_sec: float = Field(
+        default=120.0, gt=0, description="A running run without a heartbeat this long is stuck"
+    )
+    max_attempts: int = Field(
+        default=3, ge=1, description="Worker attempts per run before a stuck run is failed"
+    )
+    poll_interval_sec: float = Field(
+        default=2.0, gt=0, description="How often an idle worker looks for queued runs"
+    )
+    upload_max_bytes: int = Field(
+        default=50 * 1024 * 1024, gt=0, description="Largest accepted collection archive"
+    )
+    unpacked_max_bytes: int = Field(
+        default=200 * 1024 * 1024, gt=0, description="Largest unpacked collection"
+    )
+    max_files: int = Field(default=20_000, gt=0, description="Most files in one collection")
+    git_timeout_sec: float = Field(default=120.0, gt=0, description="Limit per git command")
+    path_roots: list[Path] = Field(
+        default_factory=list,
+        description="Server folders participants may register collections from "
+        "(editors and admins may use any path)",
+    )
+    board_rate_limit: int = Field(
+        default=20, ge=1, description="Board posts (threads + messages) per user per window"
+    )
+    board_rate_window_sec: float = Field(
+        default=60.0, gt=0, description="Length of the board rate-limit window"
+    )
+    external_auth: str | None = Field(
+        default=None,
+        description="External token checker: None (off) or 'huggingface' (whoami call)",
+    )
+    external_auth_url: str = Field(
+        default="https://huggingface.co/api/whoami-v2",
+        description="Whoami endpoint used when external_auth is 'huggingface'",
+    )
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL in use: the configured one, or SQLite in the data directory."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'arena.db').resolve()}"
+
+    @property
+    def collections_dir(self) -> Path:
+        """Where registered collections are unpacked, one folder per collection id."""
+        return self.data_dir / "collections"
+
+    @property
+    def runs_dir(self) -> Path:
+        """Where each run keeps its stage outputs, one folder per run id."""
+        return self.data_dir / "runs"
+
+    def ensure_dirs(self) -> None:
+        """Create the data directory tree."""
+        for d in (self.data_dir, self.collections_dir, self.runs_dir):
+            d.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,157 @@
+"""Run lifecycle as workers drive it: claim, stages, heartbeats, end, and the watchdog.
+
+Every transition checks that the run is still `running` and still held by the calling
+worker (its `worker_id`), so a worker the watchdog gave up on cannot overwrite a run
+that was requeued or canceled meanwhile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from posttrain_arena.service import budget as budget_mod
+from posttrain_arena.service.config import Settings
+from posttrain_arena.service.models import Challenge, Run, utcnow
+from posttrain_arena.service.runs import end_run
+from posttrain_arena.service.schemas import RunState
+
+
+def claim(session: Session, worker_id: str, now: datetime | None = None) -> Run | None:
+    """Take the oldest queued run for `worker_id`, or None when the queue is empty."""
+    now = now or utcnow()
+    run = session.scalar(
+        select(Run).where(Run.state == RunState.QUEUED.value).order_by(Run.id).limit(1)
+        .with_for_update(skip_locked=True)
+    )
+    if run is None:
+        return None
+    run.state = RunState.RUNNING.value
+    run.worker_id = worker_id
+    run.attempts += 1
+    run.started_at = run.started_at or now
+    run.heartbeat_at = now
+    run.reason = None
+    return run
+
+
+def held(session: Session, run_id: int, worker_id: str) -> Run | None:
+    """The run if it is still running under `worker_id`, locked; else None."""
+    run = session.scalar(select(Run).where(Run.id == run_id).with_for_update()
+                         .execution_options(populate_existing=True))
+    if run is None or run.state != RunState.RUNNING.value or run.worker_id != worker_id:
+        return None
+    return run
+
+
+def heartbeat(session: Session, run_id: int, worker_id: str, now: datetime | None = None) -> bool:
+    """Record that the run is alive (and its running time); False if it is no longer ours."""
+    now = now or utcnow()
+    run = held(session, run_id, worker_id)
+    if run is None:
+        return False
+    if run.heartbeat_at is not None:
+        run.run_seconds += max(0.0, (now - run.heartbeat_at).total_seconds())
+    run.heartbeat_at = now
+    return True
+
+
+def begin_stage(session: Session, run_id: int, worker_id: str, stage: str) -> bool:
+    """Mark `stage` as current; False if the run is no longer ours."""
+    run = held(session, run_id, worker_id)
+    if run is None:
+        return False
+    run.stage = stage
+    return True
+
+
+def end_stage(
+    session: Session, run_id: int, worker_id: str, stage: str, output: dict[str, Any] | None
+) -> bool:
+    """Record `stage` as finished (a resumed run skips it); False if no longer ours."""
+    heartbeat(session, run_id, worker_id)
+    run = held(session, run_id, worker_id)
+    if run is None:
+        return False
+    run.stages_done = [*run.stages_done, stage]
+    if output and "score" in output:
+        run.score = output["score"]
+    return True
+
+
+def finish(session: Session, run_id: int, worker_id: str) -> bool:
+    """End a run whose stages all finished: scored when it has a score, else failed."""
+    heartbeat(session, run_id, worker_id)
+    run = held(session, run_id, worker_id)
+    if run is None:
+        return False
+    if run.score is None:
+        end_run(session, run, RunState.FAILED, "every stage finished but none produced a "
+                "score; is the training pipeline installed (posttrain_arena.train.pipeline)?")
+    else:
+        end_run(session, run, RunState.SCORED, None)
+    return True
+
+
+def fail(session: Session, run_id: int, worker_id: str, stage: str | None, reason: str) -> bool:
+    """Fail a run with a reason and release its reservation; False if no longer ours."""
+    heartbeat(session, run_id, worker_id)
+    run = held(session, run_id, worker_id)
+    if run is None:
+        return False
+    end_run(session, run, RunState.FAILED,
+            f"stage {stage}: {reason}" if stage else reason)
+    return True
+
+
+@dataclass(frozen=True)
+class WatchdogAction:
+    """What the watchdog did to one run."""
+
+    run_id: int
+    action: str
+    reason: str
+
+
+def watchdog(session: Session, settings: Settings, now: datetime | None = None
+             ) -> list[WatchdogAction]:
+    """Requeue or fail running runs whose worker stopped sending heartbeats.
+
+    A stuck run is requeued (it resumes after its last finished stage) until it has had
+    `max_attempts` workers; then it is failed and its reservation released. A run past
+    its challenge's timeout is failed.
+    """
+    now = now or utcnow()
+    stale_before = now - timedelta(seconds=settings.heartbeat_timeout_sec)
+    budget_mod.lock_budget(session)
+    actions = []
+    rows = session.scalars(select(Run).where(Run.state == RunState.RUNNING.value)
+                           .with_for_update().execution_options(populate_existing=True))
+    for run in rows:
+        ch = session.get(Challenge, run.challenge_id)
+        assert ch is not None
+        if run.run_seconds > ch.timeout_sec:
+            reason = f"timed out after {run.run_seconds:.0f}s (limit {ch.timeout_sec}s)"
+            end_run(session, run, RunState.FAILED, reason)
+            actions.append(WatchdogAction(run.id, "failed", reason))
+            continue
+        if run.heartbeat_at is not None and run.heartbeat_at >= stale_before:
+            continue
+        last = run.stages_done[-1] if run.stages_done else None
+        lost = (f"worker {run.worker_id} lost during stage {run.stage or 'setup'} "
+                f"(no heartbeat for {settings.heartbeat_timeout_sec:.0f}s)")
+        if run.attempts >= settings.max_attempts:
+            reason = f"{lost}; gave up after {run.attempts} attempts"
+            end_run(session, run, RunState.FAILED, reason)
+            actions.append(WatchdogAction(run.id, "failed", reason))
+        else:
+            reason = f"{lost}; requeued to resume after {last or 'the start'}"
+            run.state = RunState.QUEUED.value
+            run.worker_id = None
+            run.reason = reason
+            actions.append(WatchdogAction(run.id, "requeued", reason))
+    return actions

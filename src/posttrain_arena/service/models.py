@@ -1,0 +1,194 @@
+"""ORM tables of the Arena service. Times are naive UTC (`utcnow()`), on every backend."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    """The current time as naive UTC, the form stored in every table."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: DateTime()}
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    role: Mapped[str] = mapped_column(String(20))
+    external_id: Mapped[str | None] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    prefix: Mapped[str] = mapped_column(String(16), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(64))
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Challenge(Base):
+    __tablename__ = "challenges"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(100), unique=True)
+    title: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+    base_model: Mapped[str] = mapped_column(String(300))
+    base_model_revision: Mapped[str] = mapped_column(String(100))
+    recipe: Mapped[str] = mapped_column(String(500))
+    recipe_hash: Mapped[str] = mapped_column(String(80))
+    suite_path: Mapped[str | None] = mapped_column(String(1000))
+    suite_hash: Mapped[str] = mapped_column(String(80))
+    suite_size: Mapped[int] = mapped_column(Integer)
+    suite_domain_counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    public_sample: Mapped[list[Any]] = mapped_column(default=list)
+    price_per_hour: Mapped[float] = mapped_column(Float)
+    timeout_sec: Mapped[int] = mapped_column(Integer)
+    cooldown_sec: Mapped[int] = mapped_column(Integer, default=0)
+    pipeline_version: Mapped[str] = mapped_column(String(100))
+    health: Mapped[str] = mapped_column(String(20), default="open")
+    health_reason: Mapped[str | None] = mapped_column(Text)
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Collection(Base):
+    __tablename__ = "collections"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    source_kind: Mapped[str] = mapped_column(String(20))
+    source_url: Mapped[str | None] = mapped_column(String(1000))
+    source_ref: Mapped[str | None] = mapped_column(String(300))
+    commit: Mapped[str | None] = mapped_column(String(64))
+    content_hash: Mapped[str] = mapped_column(String(80))
+    storage_path: Mapped[str] = mapped_column(String(1000))
+    task_count: Mapped[int] = mapped_column(Integer, default=0)
+    eligible_count: Mapped[int] = mapped_column(Integer, default=0)
+    domain_counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    error_count: Mapped[int] = mapped_column(Integer, default=0)
+    warning_count: Mapped[int] = mapped_column(Integer, default=0)
+    findings: Mapped[list[Any]] = mapped_column(default=list)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("created_by", "request_id", name="uq_runs_request"),
+        Index("ix_runs_collection_state", "collection_id", "state"),
+        Index("ix_runs_challenge_id", "challenge_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    challenge_id: Mapped[int] = mapped_column(ForeignKey("challenges.id"))
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id"))
+    created_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    request_id: Mapped[str] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    stage: Mapped[str | None] = mapped_column(String(50))
+    stages_done: Mapped[list[Any]] = mapped_column(default=list)
+    reason: Mapped[str | None] = mapped_column(Text)
+    reserved: Mapped[float] = mapped_column(Float, default=0.0)
+    cost: Mapped[float | None] = mapped_column(Float)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker_id: Mapped[str | None] = mapped_column(String(100))
+    heartbeat_at: Mapped[datetime | None] = mapped_column()
+    run_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    score: Mapped[dict[str, Any] | None] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column()
+    finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class Result(Base):
+    """A collected run result. Append-only: never updated; reviews are separate rows."""
+
+    __tablename__ = "results"
+    __table_args__ = (Index("ix_results_challenge", "challenge_id", "collection_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), unique=True)
+    challenge_id: Mapped[int] = mapped_column(ForeignKey("challenges.id"))
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id"))
+    base_pass_rate: Mapped[float] = mapped_column(Float)
+    final_pass_rate: Mapped[float] = mapped_column(Float)
+    change_pp: Mapped[float] = mapped_column(Float)
+    ci_low: Mapped[float | None] = mapped_column(Float)
+    ci_high: Mapped[float | None] = mapped_column(Float)
+    per_domain: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    n_tasks: Mapped[int] = mapped_column(Integer)
+    suite_size: Mapped[int] = mapped_column(Integer)
+    created_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Review(Base):
+    """An editor's decision on a result; one per result, append-only."""
+
+    __tablename__ = "reviews"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("results.id"), unique=True)
+    editor_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    decision: Mapped[str] = mapped_column(String(10))
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Budget(Base):
+    """The single global compute budget (row id 1)."""
+
+    __tablename__ = "budget"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cap: Mapped[float] = mapped_column(Float)
+    reserved: Mapped[float] = mapped_column(Float, default=0.0)
+    spent: Mapped[float] = mapped_column(Float, default=0.0)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Thread(Base):
+    __tablename__ = "threads"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    title: Mapped[str] = mapped_column(String(200))
+    author_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_post_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_author_time", "author_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    thread_id: Mapped[int] = mapped_column(ForeignKey("threads.id"), index=True)
+    author_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

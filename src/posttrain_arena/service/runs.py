@@ -1,0 +1,181 @@
+"""Runs: preflight (reserves nothing), idempotent launch, cancel, and queries.
+
+Launch and preflight evaluate the same checks; launch does so with the budget row
+locked, so the checks and the reservation form one atomic step.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from posttrain_arena.service import budget as budget_mod
+from posttrain_arena.service.auth import Principal, Role
+from posttrain_arena.service.challenges import allowance, get_challenge
+from posttrain_arena.service.collections import get_collection
+from posttrain_arena.service.errors import Conflict, NotFound
+from posttrain_arena.service.models import Budget, Challenge, Collection, Run, utcnow
+from posttrain_arena.service.schemas import (
+    ACTIVE_STATES,
+    CheckStatus,
+    Preflight,
+    PreflightCheck,
+    RunRequest,
+    RunState,
+)
+
+
+def _check(name: str, ok: bool, reason: str) -> PreflightCheck:
+    return PreflightCheck(name=name, status=CheckStatus.OK if ok else CheckStatus.FAIL,
+                          reason=reason)
+
+
+def evaluate_checks(
+    session: Session, principal: Principal, ch: Challenge, col: Collection, budget: Budget
+) -> list[PreflightCheck]:
+    """Every launch check, in order, each ok, FAIL or skip with its reason."""
+    checks = [
+        _check("challenge_open", ch.health == "open",
+               "the challenge takes runs" if ch.health == "open"
+               else f"the challenge is paused: {ch.health_reason or 'no reason given'}"),
+    ]
+    allowed = principal.user_id == col.owner_id or principal.at_least(Role.EDITOR)
+    checks.append(_check(
+        "caller_allowed", allowed and not principal.anonymous,
+        f"{principal.name} may launch runs of collection {col.id}" if allowed
+        else "launching belongs to the collection's author and to editors"))
+    active = session.scalar(select(Run.id).where(
+        Run.collection_id == col.id, Run.state.in_(ACTIVE_STATES)).limit(1))
+    checks.append(_check("no_active_run", active is None,
+                         "no other run of this collection is queued or running"
+                         if active is None else f"run {active} of this collection is active"))
+    checks.append(_cooldown(session, ch, col))
+    need = allowance(ch)
+    checks.append(_check(
+        "budget", budget_mod.covers(budget, need),
+        f"reserving {need:.3g} of {budget_mod.left(budget):.3g} left"
+        if budget_mod.covers(budget, need)
+        else f"needs {need:.3g} but only {budget_mod.left(budget):.3g} of the cap is left"))
+    checks.append(_check(
+        "eligible_tasks", col.eligible_count >= 1,
+        f"{col.eligible_count} eligible task(s)" if col.eligible_count
+        else "no task passed the structural checks; run `arena validate DIR`"))
+    return checks
+
+
+def _cooldown(session: Session, ch: Challenge, col: Collection) -> PreflightCheck:
+    if ch.cooldown_sec <= 0:
+        return PreflightCheck(name="cooldown", status=CheckStatus.SKIP,
+                              reason="the challenge has no cooldown")
+    last = session.scalar(select(func.max(Run.finished_at)).where(
+        Run.collection_id == col.id, Run.challenge_id == ch.id,
+        Run.state == RunState.SCORED.value))
+    if last is None:
+        return PreflightCheck(name="cooldown", status=CheckStatus.SKIP,
+                              reason="no counted run of this collection yet")
+    ready = last + timedelta(seconds=ch.cooldown_sec)
+    wait = (ready - utcnow()).total_seconds()
+    return _check("cooldown", wait <= 0, "the cooldown has passed" if wait <= 0
+                  else f"wait {wait:.0f}s more after the last counted run")
+
+
+def preflight(session: Session, principal: Principal, req: RunRequest) -> Preflight:
+    """The launch checks for `req`, evaluated now; reserves nothing."""
+    principal.require(Role.PARTICIPANT, "a preflight")
+    ch = get_challenge(session, req.challenge)
+    col = get_collection(session, req.collection_id)
+    budget = budget_mod.get_budget_row(session)
+    checks = evaluate_checks(session, principal, ch, col, budget)
+    return Preflight(ok=all(c.status is not CheckStatus.FAIL for c in checks), checks=checks,
+                     reservation=allowance(ch))
+
+
+def launch(session: Session, principal: Principal, req: RunRequest) -> tuple[Run, bool]:
+    """Queue a run and reserve its allowance; returns (run, created).
+
+    With a `request_id` the call is idempotent: a retry returns the run already created,
+    whatever the checks would say now. Raises Conflict (with the checks) if one fails.
+    """
+    principal.require(Role.PARTICIPANT, "launching a run")
+    assert principal.user_id is not None
+    budget = budget_mod.lock_budget(session)
+    if req.request_id:
+        existing = session.scalar(select(Run).where(
+            Run.created_by == principal.user_id, Run.request_id == req.request_id))
+        if existing is not None:
+            return existing, False
+    ch = get_challenge(session, req.challenge)
+    col = get_collection(session, req.collection_id)
+    checks = evaluate_checks(session, principal, ch, col, budget)
+    failed = [c for c in checks if c.status is CheckStatus.FAIL]
+    if failed:
+        raise Conflict("the run cannot start: " + "; ".join(f"{c.name}: {c.reason}"
+                                                           for c in failed),
+                       detail=[c.model_dump(mode="json") for c in checks])
+    run = Run(challenge_id=ch.id, collection_id=col.id, created_by=principal.user_id,
+              request_id=req.request_id or uuid.uuid4().hex, state=RunState.QUEUED.value,
+              stages_done=[], attempts=0)
+    budget_mod.reserve(budget, run, allowance(ch))
+    session.add(run)
+    session.flush()
+    return run, True
+
+
+def get_run(session: Session, run_id: int) -> Run:
+    """A run by id; NotFound otherwise."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id}; `arena runs` lists them")
+    return run
+
+
+def list_runs(
+    session: Session, challenge: str | None = None, collection_id: int | None = None,
+    state: RunState | None = None, limit: int = 50, offset: int = 0,
+) -> tuple[list[Run], int]:
+    """Runs, newest first, filtered; with the total count."""
+    q = select(Run)
+    if challenge is not None:
+        q = q.where(Run.challenge_id == get_challenge(session, challenge).id)
+    if collection_id is not None:
+        q = q.where(Run.collection_id == collection_id)
+    if state is not None:
+        q = q.where(Run.state == state.value)
+    total = session.scalar(q.with_only_columns(func.count(Run.id)).order_by(None)) or 0
+    rows = session.scalars(q.order_by(Run.id.desc()).limit(limit).offset(offset))
+    return list(rows), total
+
+
+def run_cost(ch: Challenge, run: Run) -> float:
+    """What the run used: the pipeline's reported cost, else price x running time."""
+    if run.score and isinstance(run.score.get("cost"), int | float):
+        return float(run.score["cost"])
+    return ch.price_per_hour * run.run_seconds / 3600.0
+
+
+def end_run(session: Session, run: Run, state: RunState, reason: str | None) -> None:
+    """Move a run to a final state and reconcile its reservation."""
+    run.state = state.value
+    run.reason = reason
+    run.finished_at = utcnow()
+    run.worker_id = None
+    ch = session.get(Challenge, run.challenge_id)
+    assert ch is not None
+    budget_mod.reconcile(session, run, run_cost(ch, run))
+
+
+def cancel(session: Session, principal: Principal, run_id: int) -> Run:
+    """Cancel a queued or running run (its author or an editor); releases the reservation."""
+    run = get_run(session, run_id)
+    col = get_collection(session, run.collection_id)
+    principal.require_owner_or_editor(col.owner_id, "canceling a run")
+    budget_mod.lock_budget(session)
+    session.refresh(run)
+    if run.state not in ACTIVE_STATES:
+        raise Conflict(f"run {run_id} is already {run.state}; only queued or running runs "
+                       "can be canceled")
+    end_run(session, run, RunState.CANCELED, f"canceled by {principal.name}")
+    return run

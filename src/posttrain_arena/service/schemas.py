@@ -1,0 +1,292 @@
+"""Pydantic models at the API boundary: request bodies and responses.
+
+The OpenAPI schema (`/openapi.json`) and the CLI's JSON output come from these.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class UserOut(_Out):
+    id: int = Field(description="User id")
+    name: str = Field(description="Unique user name")
+    role: str = Field(description="participant, editor or admin")
+
+
+class UserCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=100, description="Unique user name")
+    role: str = Field(default="participant", description="participant, editor or admin")
+
+
+class UserCreated(BaseModel):
+    user: UserOut = Field(description="The new user")
+    token: str = Field(description="The user's API token, shown only this once")
+
+
+class Health(StrEnum):
+    OPEN = "open"
+    PAUSED = "paused"
+
+
+class ChallengeCreate(BaseModel):
+    slug: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,99}$", description="URL-safe id")
+    title: str = Field(min_length=1, max_length=200, description="Display title")
+    description: str = Field(default="", description="Markdown description")
+    base_model: str = Field(description="Base model id or path")
+    base_model_revision: str = Field(description="Pinned revision of the base model")
+    recipe: str = Field(description="Recipe name or server path to its TOML")
+    recipe_hash: str | None = Field(
+        default=None, description="sha256 of the recipe; computed when `recipe` is a file"
+    )
+    suite_path: str | None = Field(
+        default=None, description="Server path to the sealed held-out suite (never shown)"
+    )
+    suite_hash: str | None = Field(default=None, description="Suite hash; computed from the path")
+    suite_size: int | None = Field(default=None, ge=1, description="Tasks in the suite")
+    suite_domain_counts: dict[str, int] | None = Field(
+        default=None, description="Tasks per domain in the suite"
+    )
+    public_sample: list[str] = Field(
+        default_factory=list, description="Task names of the suite that may be shown"
+    )
+    price_per_hour: float = Field(default=1.0, gt=0, description="Compute units per run-hour")
+    timeout_sec: int = Field(default=3600, gt=0, description="Longest a run may take")
+    cooldown_sec: int = Field(
+        default=0, ge=0, description="Wait after a collection's last counted run"
+    )
+    pipeline_version: str | None = Field(
+        default=None, description="Pinned pipeline version; default: this package's version"
+    )
+
+
+class ChallengeOut(_Out):
+    id: int = Field(description="Numeric id")
+    slug: str = Field(description="URL-safe id")
+    title: str = Field(description="Display title")
+    description: str = Field(description="Markdown description")
+    base_model: str = Field(description="Base model")
+    base_model_revision: str = Field(description="Pinned base model revision")
+    recipe: str = Field(description="Recipe")
+    recipe_hash: str = Field(description="Recipe hash")
+    suite_hash: str = Field(description="Held-out suite hash")
+    suite_size: int = Field(description="Tasks in the held-out suite")
+    suite_domain_counts: dict[str, int] = Field(description="Held-out tasks per domain")
+    public_sample: list[str] = Field(description="Public sample of the suite")
+    price_per_hour: float = Field(description="Compute units per run-hour")
+    timeout_sec: int = Field(description="Longest a run may take")
+    allowance: float = Field(description="Compute reserved per run (price x timeout)")
+    cooldown_sec: int = Field(description="Wait after a collection's last counted run")
+    pipeline_version: str = Field(description="Pinned pipeline version")
+    health: Health = Field(description="open, or paused")
+    health_reason: str | None = Field(description="Why the challenge is paused")
+    created_at: datetime = Field(description="UTC creation time")
+
+
+class HealthUpdate(BaseModel):
+    health: Health = Field(description="open or paused")
+    reason: str | None = Field(default=None, description="Why (required when paused)")
+
+
+class SourceKind(StrEnum):
+    GIT = "git"
+    ARCHIVE = "archive"
+    PATH = "path"
+
+
+class GitSource(BaseModel):
+    url: str = Field(description="git URL (https://, ssh or file://)")
+    ref: str = Field(default="HEAD", description="Branch, tag or commit; resolved to a commit")
+    name: str | None = Field(default=None, description="Display name; default from the URL")
+
+
+class PathSource(BaseModel):
+    path: str = Field(description="Directory on the server")
+    name: str | None = Field(default=None, description="Display name; default the folder name")
+
+
+class CollectionOut(_Out):
+    id: int = Field(description="Collection id")
+    name: str = Field(description="Display name")
+    owner_id: int = Field(description="The collection author's user id")
+    source_kind: SourceKind = Field(description="git, archive or path")
+    source_url: str | None = Field(description="git URL or server path")
+    source_ref: str | None = Field(description="Requested git ref")
+    commit: str | None = Field(description="Pinned git commit")
+    content_hash: str = Field(description="Content hash of the registered tree")
+    task_count: int = Field(description="Task packages found")
+    eligible_count: int = Field(description="Tasks that passed the structural checks")
+    domain_counts: dict[str, int] = Field(description="Eligible tasks per domain")
+    error_count: int = Field(description="Blocking findings")
+    warning_count: int = Field(description="Warnings")
+    created_at: datetime = Field(description="UTC registration time")
+
+
+class CollectionDetail(CollectionOut):
+    findings: list[dict[str, Any]] = Field(description="Structural findings (rendered)")
+
+
+class CheckStatus(StrEnum):
+    OK = "ok"
+    FAIL = "FAIL"
+    SKIP = "skip"
+
+
+class PreflightCheck(BaseModel):
+    name: str = Field(description="Check id")
+    status: CheckStatus = Field(description="ok, FAIL or skip")
+    reason: str = Field(description="Why")
+
+
+class RunRequest(BaseModel):
+    challenge: str = Field(description="Challenge slug or id")
+    collection_id: int = Field(description="Collection id")
+    request_id: str | None = Field(
+        default=None, max_length=100,
+        description="Client id making launch idempotent: a retry returns the same run",
+    )
+
+
+class Preflight(BaseModel):
+    ok: bool = Field(description="Whether every check passed")
+    checks: list[PreflightCheck] = Field(description="Each check with its status and reason")
+    reservation: float | None = Field(description="Compute a launch would reserve")
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SCORED = "scored"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+ACTIVE_STATES = (RunState.QUEUED.value, RunState.RUNNING.value)
+
+
+class RunOut(_Out):
+    id: int = Field(description="Run id")
+    challenge_id: int = Field(description="Challenge id")
+    collection_id: int = Field(description="Collection id")
+    created_by: int = Field(description="Who launched it")
+    request_id: str = Field(description="Client request id")
+    state: RunState = Field(description="queued, running, scored, failed or canceled")
+    stage: str | None = Field(description="Current or last stage")
+    stages_done: list[str] = Field(description="Stages finished, in order")
+    reason: str | None = Field(description="Why it failed, was canceled or was requeued")
+    reserved: float = Field(description="Compute reserved at launch")
+    cost: float | None = Field(description="Actual compute, once reconciled")
+    attempts: int = Field(description="Worker attempts so far")
+    heartbeat_at: datetime | None = Field(description="Last worker heartbeat (UTC)")
+    score: dict[str, Any] | None = Field(description="Aggregate score once scored")
+    created_at: datetime = Field(description="UTC launch time")
+    started_at: datetime | None = Field(description="UTC time a worker first took it")
+    finished_at: datetime | None = Field(description="UTC end time")
+
+
+class RunList(BaseModel):
+    items: list[RunOut] = Field(description="Runs, newest first")
+    total: int = Field(description="Runs matching the filter")
+
+
+class Decision(StrEnum):
+    ACCEPT = "accept"
+    REJECT = "reject"
+
+
+class ReviewIn(BaseModel):
+    decision: Decision = Field(description="accept or reject")
+    note: str = Field(default="", max_length=5000, description="The editor's note")
+
+
+class ResultOut(_Out):
+    id: int = Field(description="Result id")
+    run_id: int = Field(description="Run id")
+    challenge_id: int = Field(description="Challenge id")
+    collection_id: int = Field(description="Collection id")
+    base_pass_rate: float = Field(description="Held-out pass rate before training")
+    final_pass_rate: float = Field(description="Held-out pass rate after training")
+    change_pp: float = Field(description="Change in percentage points")
+    ci_low: float | None = Field(description="Paired 95% interval, low (pp)")
+    ci_high: float | None = Field(description="Paired 95% interval, high (pp)")
+    per_domain: dict[str, Any] = Field(description="Per-domain pass rates")
+    n_tasks: int = Field(description="Held-out tasks scored")
+    suite_size: int = Field(description="Tasks in the suite")
+    status: str = Field(default="pending", description="pending, accepted or rejected")
+    review_note: str | None = Field(default=None, description="The editor's note")
+    created_at: datetime = Field(description="UTC collection time")
+
+
+class LeaderboardEntry(BaseModel):
+    rank: int | None = Field(description="1 = best; None for unranked (rejected) entries")
+    collection_id: int = Field(description="Collection id")
+    collection_name: str = Field(description="Collection name")
+    mean_change_pp: float = Field(description="Mean change over accepted runs (pp)")
+    n: int = Field(description="Accepted runs")
+    ci_low: float | None = Field(description="95% interval of the mean, low")
+    ci_high: float | None = Field(description="95% interval of the mean, high")
+
+
+class RejectedEntry(BaseModel):
+    result_id: int = Field(description="Result id")
+    run_id: int = Field(description="Run id")
+    collection_id: int = Field(description="Collection id")
+    collection_name: str = Field(description="Collection name")
+    change_pp: float = Field(description="Change (pp)")
+    note: str = Field(description="The editor's note")
+
+
+class Leaderboard(BaseModel):
+    challenge: str = Field(description="Challenge slug")
+    ranked: list[LeaderboardEntry] = Field(description="Ranked by mean change, best first")
+    rejected: list[RejectedEntry] = Field(description="Rejected results: visible, unranked")
+    pending: int = Field(description="Results waiting for review")
+
+
+class BudgetOut(_Out):
+    cap: float = Field(description="Global compute cap")
+    reserved: float = Field(description="Held by queued and running runs")
+    spent: float = Field(description="Used by finished runs")
+    left: float = Field(description="cap - reserved - spent")
+
+
+class BudgetUpdate(BaseModel):
+    cap: float = Field(ge=0, description="New global cap")
+
+
+class ThreadCreate(BaseModel):
+    title: str = Field(min_length=1, max_length=200, description="Thread title")
+    body: str = Field(min_length=1, max_length=10_000, description="First message")
+
+
+class MessageCreate(BaseModel):
+    body: str = Field(min_length=1, max_length=10_000, description="Message text")
+
+
+class MessageOut(_Out):
+    id: int = Field(description="Message id")
+    thread_id: int = Field(description="Thread id")
+    author_id: int = Field(description="Author's user id")
+    author: str = Field(default="", description="Author's name")
+    body: str = Field(description="Text")
+    created_at: datetime = Field(description="UTC time")
+
+
+class ThreadOut(_Out):
+    id: int = Field(description="Thread id")
+    title: str = Field(description="Title")
+    author_id: int = Field(description="Author's user id")
+    created_at: datetime = Field(description="UTC time")
+    last_post_at: datetime = Field(description="UTC time of the newest message")
+
+
+class ThreadDetail(ThreadOut):
+    messages: list[MessageOut] = Field(description="Messages, oldest first")

@@ -1,0 +1,137 @@
+"""The stages a worker runs for one run, and the default plan.
+
+A stage is a named callable taking a `RunContext` and returning an optional output dict
+(a `score` key there becomes the run's score). Stages write their files under the run
+directory, and the worker records each finished stage in the database, so a run that
+lost its worker resumes after its last finished stage.
+
+Default plan:
+
+- `snapshot`: copy the pinned collection into the run directory (atomic rename).
+- `check`: re-run the structural checks on the snapshot; the content hash must match
+  the pinned one and at least one task must be eligible.
+- `pipeline`: when `posttrain_arena.train.pipeline` is installed, run the challenge's
+  recipe on the snapshot (`run_recipe(..., resume=True)`, which resumes its own stages:
+  baseline, teacher, SFT, GRPO, final evaluation) and keep its score.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from posttrain_arena.service.checking import check_collection_dir
+
+
+class StageError(Exception):
+    """A stage cannot finish; the message becomes the run's failure reason."""
+
+
+@dataclass
+class RunContext:
+    """What a stage gets: the run, its pinned inputs, its folder, and liveness hooks."""
+
+    run_id: int
+    run_dir: Path
+    collection_dir: Path
+    collection_hash: str
+    challenge: dict[str, Any]
+    heartbeat: Callable[[], bool] = field(default=lambda: True)
+    log: Callable[[str], None] = field(default=lambda _msg: None)
+
+    @property
+    def snapshot_dir(self) -> Path:
+        """The run's own copy of the collection."""
+        return self.run_dir / "collection"
+
+    def should_stop(self) -> bool:
+        """True when the run was canceled or taken away from this worker."""
+        return not self.heartbeat()
+
+
+class Stage(Protocol):
+    """One step of a run."""
+
+    @property
+    def name(self) -> str: ...
+
+    def __call__(self, ctx: RunContext) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class FunctionStage:
+    """A stage made from a plain function."""
+
+    name: str
+    fn: Callable[[RunContext], dict[str, Any] | None]
+
+    def __call__(self, ctx: RunContext) -> dict[str, Any] | None:
+        return self.fn(ctx)
+
+
+def snapshot(ctx: RunContext) -> dict[str, Any]:
+    """Copy the pinned collection into the run folder, atomically."""
+    if ctx.snapshot_dir.is_dir():
+        return {"snapshot": str(ctx.snapshot_dir)}
+    if not ctx.collection_dir.is_dir():
+        raise StageError(f"the collection's files are missing on the server "
+                         f"({ctx.collection_dir}); register it again")
+    partial = ctx.run_dir / "collection.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ctx.collection_dir, partial, symlinks=True)
+    partial.rename(ctx.snapshot_dir)
+    return {"snapshot": str(ctx.snapshot_dir)}
+
+
+def structural_check(ctx: RunContext) -> dict[str, Any]:
+    """Re-check the snapshot: same content hash as pinned, at least one eligible task."""
+    summary = check_collection_dir(ctx.snapshot_dir)
+    if summary.content_hash != ctx.collection_hash:
+        raise StageError(f"the snapshot's content hash {summary.content_hash} differs from "
+                         f"the pinned {ctx.collection_hash}; the stored files changed")
+    if not summary.eligible:
+        raise StageError("no task passed the structural checks")
+    out = {"eligible": summary.eligible, "domain_counts": summary.domain_counts,
+           "errors": summary.errors, "warnings": summary.warnings}
+    (ctx.run_dir / "check.json").write_text(json.dumps(out, indent=2))
+    return {"eligible_count": len(summary.eligible)}
+
+
+def pipeline_available() -> bool:
+    """Whether the training pipeline (train.pipeline.run_recipe) is installed."""
+    return importlib.util.find_spec("posttrain_arena.train.pipeline") is not None
+
+
+def run_pipeline(ctx: RunContext) -> dict[str, Any]:
+    """Run the challenge's recipe on the snapshot with the training pipeline; resumable."""
+    from posttrain_arena.train.pipeline import run_recipe
+    from posttrain_arena.train.recipe import RecipeError, load_recipe
+
+    recipe_path = Path(ctx.challenge["recipe"])
+    try:
+        recipe = load_recipe(recipe_path)
+    except RecipeError as exc:
+        raise StageError(f"the challenge's recipe does not load: {exc}") from None
+    recipe = recipe.model_copy(update={
+        "train": recipe.train.model_copy(update={
+            "collection": str(ctx.snapshot_dir.resolve()), "commit": None}),
+    })
+    score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True)
+    data = score.model_dump(mode="json") if hasattr(score, "model_dump") else dict(score)
+    (ctx.run_dir / "score.json").write_text(json.dumps(data, indent=2))
+    return {"score": data}
+
+
+def default_plan() -> Sequence[Stage]:
+    """snapshot, check, and the pipeline when it is installed."""
+    plan: list[Stage] = [FunctionStage("snapshot", snapshot),
+                         FunctionStage("check", structural_check)]
+    if pipeline_available():
+        plan.append(FunctionStage("pipeline", run_pipeline))
+    return plan
