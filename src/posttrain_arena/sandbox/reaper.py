@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +50,11 @@ def _owner_dead(owner: str) -> bool:
     return not _pid_alive(int(pid))
 
 
-def reap_docker(max_age_sec: float, *, client: Any = None) -> list[str]:
+def reap_docker(
+    max_age_sec: float, *, client: Any = None, match: Mapping[str, str] | None = None
+) -> list[str]:
     """Force-remove labelled containers whose owner died or that are older than
-    max_age_sec; returns their names."""
+    max_age_sec (only those that also carry every label in `match`); returns their names."""
     import docker.errors
 
     if client is None:
@@ -60,7 +63,8 @@ def reap_docker(max_age_sec: float, *, client: Any = None) -> list[str]:
         client = docker_client()
     removed: list[str] = []
     now = time.time()
-    for c in client.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+    wanted = [f"{LABEL}=1", *(f"{k}={v}" for k, v in (match or {}).items())]
+    for c in client.api.containers(all=True, filters={"label": wanted}):
         labels = c.get("Labels") or {}
         owner = labels.get(f"{LABEL}.owner", "")
         too_old = now - float(c.get("Created", now)) > max_age_sec

@@ -1,0 +1,132 @@
+"""The Session contract, on both backends: exec, limits, files, isolation, lifecycle."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from posttrain_arena.sandbox import Limits, SandboxError
+from posttrain_arena.sandbox.base import Backend, ImageRef, Session
+
+LIST_PROCS = "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null; echo; done"
+
+
+def test_exec_sees_image_env_workdir_and_files(session: Session) -> None:
+    r = session.exec("echo $GREETING $TARGET; pwd; cat seed.txt built.txt")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.split("\n")[:4] == ["hello world", "/root", "seed", "built"]
+    assert not r.timed_out
+
+
+def test_exec_env_workdir_user_and_exit_code(session: Session) -> None:
+    r = session.exec(
+        ["sh", "-c", "echo $EXTRA; pwd; id -u; exit 3"],
+        env={"EXTRA": "x1"},
+        workdir="/tmp",
+        user="65534",
+    )
+    assert r.exit_code == 3
+    assert r.stdout.split() == ["x1", "/tmp", "65534"]
+
+
+def test_exec_streams_output(session: Session) -> None:
+    seen: list[str] = []
+    r = session.exec("echo one; echo two >&2", on_output=seen.append)
+    assert "one" in "".join(seen) and "two" in "".join(seen)
+    assert r.stdout == "one\n" and r.stderr == "two\n"
+
+
+def test_state_persists_between_execs(session: Session) -> None:
+    assert session.exec("echo kept > /root/state.txt; echo t > /tmp/t").exit_code == 0
+    assert session.exec("cat /root/state.txt /tmp/t").stdout == "kept\nt\n"
+
+
+def test_timeout_kills_the_whole_tree(session: Session) -> None:
+    cmd = "sleep 4242 & setsid sleep 4343 & (sleep 4444 &); sleep 4545"
+    r = session.exec(cmd, timeout=1)
+    assert r.timed_out and r.exit_code != 0
+    procs = session.exec(LIST_PROCS).stdout
+    assert not any(f"sleep {n}" in procs for n in (4242, 4343, 4444, 4545)), procs
+    # nothing escaped to the host either (the local backend's processes are host processes)
+    host = " ".join(
+        Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
+        for p in os.listdir("/proc")
+        if p.isdigit() and os.path.exists(f"/proc/{p}/cmdline")
+    )
+    assert "4343" not in host.replace("\0", " ")
+
+
+def test_kill_all_ends_background_processes(session: Session) -> None:
+    session.exec("nohup sleep 4646 >/dev/null 2>&1 &")
+    session.kill_all()
+    assert "sleep 4646" not in session.exec(LIST_PROCS).stdout
+    assert session.exec("echo alive").stdout == "alive\n"  # the session survives
+
+
+def test_no_network_interface_but_loopback(session: Session) -> None:
+    r = session.exec("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+    assert r.stdout.split() == ["lo"]
+
+
+def test_copy_in_and_out_keep_symlinks_unfollowed(session: Session, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "f.txt").write_text("payload")
+    os.symlink("/etc/hostname", src / "link")
+    session.copy_in(src, "/root/incoming")
+    r = session.exec("cat /root/incoming/sub/f.txt; readlink /root/incoming/link")
+    assert r.stdout == "payload/etc/hostname\n"
+    session.exec("mkdir -p /root/out && echo o > /root/out/o && ln -s /etc/passwd /root/out/pw")
+    session.copy_out("/root/out", tmp_path / "out")
+    assert (tmp_path / "out" / "o").read_text() == "o\n"
+    assert (tmp_path / "out" / "pw").is_symlink()
+    assert os.readlink(tmp_path / "out" / "pw") == "/etc/passwd"
+    session.copy_in(src / "sub" / "f.txt", "/root/single.txt")
+    session.copy_out("/root/single.txt", tmp_path / "single.txt")
+    assert (tmp_path / "single.txt").read_text() == "payload"
+
+
+def test_copy_out_of_missing_path_is_an_error(session: Session, tmp_path: Path) -> None:
+    with pytest.raises(SandboxError):
+        session.copy_out("/root/does-not-exist", tmp_path / "x")
+
+
+def test_pids_limit_is_enforced(backend: Backend, image: ImageRef) -> None:
+    s = backend.start(image, limits=Limits(pids_limit=32))
+    try:
+        r = s.exec(
+            [
+                "python3",
+                "-c",
+                "import subprocess\nps = []\n"
+                "for _ in range(100):\n"
+                "    try: ps.append(subprocess.Popen(['sleep', '30']))\n"
+                "    except OSError: break\nprint(len(ps))",
+            ],
+            timeout=60,
+        )
+        assert r.stdout.strip().isdigit(), r.stderr
+        assert int(r.stdout) < 32
+    finally:
+        s.stop()
+
+
+def test_memory_limit_is_enforced(backend: Backend, image: ImageRef) -> None:
+    s = backend.start(image, limits=Limits(memory_mb=64))
+    try:
+        hog = "b = bytearray(400 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('fit')"
+        r = s.exec(["python3", "-c", hog], timeout=60)
+        assert r.exit_code != 0 and "fit" not in r.stdout
+    finally:
+        s.stop()
+
+
+def test_stop_is_idempotent_and_final(backend: Backend, image: ImageRef) -> None:
+    s = backend.start(image, limits=Limits())
+    s.exec("sleep 1000 &")
+    s.stop()
+    s.stop()
+    with pytest.raises(SandboxError):
+        s.exec("true")
