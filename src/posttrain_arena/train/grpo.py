@@ -1,0 +1,320 @@
+"""GRPO: TRL's GRPOTrainer, with rollouts made by our model agent in our sandboxes.
+
+TRL's `rollout_func` hook hands us the batch's prompts (here: training task names,
+each repeated `num_generations` times). For each one, the model agent plays a whole
+episode with the policy being trained (`TransformersChatModel` over `trainer.model`),
+inside a real trial, and its transcript gives the exact token view GRPO needs: the
+first turn's prompt ids, then every later token as the completion, with an
+environment mask (1 on model tokens, 0 on tool output and prompts of later turns) and
+the sampler's logprobs. The reward is the verifier's.
+
+Infrastructure failures carry no reward (None, so TRL zeroes their advantage) and are
+masked out of the loss. Groups whose rewards do not vary carry no signal and are masked
+out before the update too; both are counted.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posttrain_arena.agents.model import AgentSettings, ModelAgent
+from posttrain_arena.agents.transcript import Transcript
+from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.train.recipe import GrpoSection, ModelSection
+from posttrain_arena.train.teacher import CapturingAgent
+from posttrain_arena.trial.result import Outcome, TrialResult
+
+
+@dataclass
+class Episode:
+    """One rollout: its transcript and the verifier's reward (None: not scorable)."""
+
+    task: str
+    transcript: Transcript | None
+    reward: float | None
+    reason: str | None = None
+    model_sec: float = 0.0
+    env_sec: float = 0.0
+    wall_sec: float = 0.0
+
+
+EpisodeFn = Callable[[TaskPackage, Any, int], Episode]
+
+
+def trial_episodes(run_trial: Callable[[TaskPackage, Any, int], TrialResult]) -> EpisodeFn:
+    """Episodes as real trials: the verifier's reward; infrastructure failures -> None."""
+
+    def episode(task: TaskPackage, agent: Any, seed: int) -> Episode:
+        capture = CapturingAgent(agent)
+        t0 = time.monotonic()
+        result = run_trial(task, capture, seed)
+        wall = time.monotonic() - t0
+        run = capture.runs.get((task.name, seed))
+        info = run.info if run is not None else {}
+        reward: float | None = result.score
+        reason = result.reason
+        if result.outcome.is_infrastructure or run is None or run.error:
+            reward = None
+            reason = reason or (run.error if run else "the agent never ran")
+        elif result.outcome is Outcome.VERIFIER_ERROR:
+            reward, reason = None, f"verifier error: {result.reason}"
+        return Episode(task=task.name, transcript=run.transcript if run else None,
+                       reward=reward, reason=reason, model_sec=float(info.get("model_sec", 0)),
+                       env_sec=wall - float(info.get("model_sec", 0)), wall_sec=wall)
+
+    return episode
+
+
+@dataclass
+class RolloutStats:
+    """Counters across the whole GRPO stage."""
+
+    batches: int = 0
+    episodes: int = 0
+    groups: int = 0
+    zero_variance_groups: int = 0
+    infra_failures: int = 0
+    token_view_missing: int = 0
+    model_sec: float = 0.0
+    env_sec: float = 0.0
+    wall_sec: float = 0.0
+    batch_mean_reward: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        minutes = self.wall_sec / 60 if self.wall_sec else 0.0
+        busy = self.model_sec + self.env_sec
+        return {
+            "batches": self.batches, "episodes": self.episodes, "groups": self.groups,
+            "zero_variance_groups_dropped": self.zero_variance_groups,
+            "infra_failures_masked": self.infra_failures,
+            "token_view_missing": self.token_view_missing,
+            "rollouts_per_min": self.episodes / minutes if minutes else None,
+            "model_share": self.model_sec / busy if busy else None,
+            "sandbox_share": self.env_sec / busy if busy else None,
+            "rollout_wall_sec": self.wall_sec,
+            "batch_mean_reward": self.batch_mean_reward,
+        }
+
+
+class AgentRollout:
+    """A TRL `rollout_func`: episodes of our model agent, scored by our verifiers."""
+
+    def __init__(self, tasks: dict[str, TaskPackage], episode: EpisodeFn, *,
+                 settings: AgentSettings, num_generations: int, max_completion_length: int,
+                 concurrency: int, seed: int) -> None:
+        self.tasks = tasks
+        self.episode = episode
+        self.settings = settings
+        self.G = num_generations
+        self.max_len = max_completion_length
+        self.concurrency = max(1, concurrency)
+        self.seed = seed
+        self.stats = RolloutStats()
+        self._lock = threading.Lock()
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        from posttrain_arena.models.transformers_local import TransformersChatModel
+
+        model = trainer.model
+        policy = TransformersChatModel(model, trainer.processing_class, name="policy")
+        agent = ModelAgent(policy, self.settings, name="policy")
+        step = int(trainer.state.global_step)
+        names = [str(p) for p in prompts]
+        was_training = model.training
+        model.eval()
+        t0 = time.monotonic()
+        try:
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                episodes = list(pool.map(
+                    lambda ix: self.episode(self.tasks[ix[1]], agent,
+                                            self.seed * 1_000_003 + step * 10_007 + ix[0]),
+                    enumerate(names)))
+        finally:
+            model.train(was_training)
+        self.stats.wall_sec += time.monotonic() - t0
+        eos = policy.eos_ids[0]
+        return self._to_trl(episodes, eos)
+
+    def _to_trl(self, episodes: Sequence[Episode], eos: int) -> dict[str, Any]:
+        s = self.stats
+        s.batches += 1
+        out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [],
+                                     "env_mask": [], "verifier_reward": []}
+        rewards: list[float | None] = []
+        for ep in episodes:
+            s.episodes += 1
+            s.model_sec += ep.model_sec
+            s.env_sec += ep.env_sec
+            t = ep.transcript
+            reward = ep.reward
+            if reward is None:
+                s.infra_failures += 1
+            if t is None or not t.turns or not t.token_ids:
+                if reward is not None:
+                    s.token_view_missing += 1
+                    reward = None
+                out["prompt_ids"].append([eos])
+                out["completion_ids"].append([eos])
+                out["logprobs"].append([0.0])
+                out["env_mask"].append([0])
+                rewards.append(reward)
+                continue
+            plen = len(t.turns[0].prompt_ids)
+            comp = t.token_ids[plen:][: self.max_len] or [eos]
+            mask = t.token_mask[plen:][: self.max_len] or [0]
+            lps = t.token_logprobs[plen:][: self.max_len] or [0.0]
+            if reward is None:
+                mask = [0] * len(mask)
+            out["prompt_ids"].append(list(t.token_ids[:plen]))
+            out["completion_ids"].append(list(comp))
+            out["logprobs"].append(list(lps))
+            out["env_mask"].append(list(mask))
+            rewards.append(reward)
+        for g in range(0, len(episodes), self.G):
+            s.groups += 1
+            valid = {r for r in rewards[g : g + self.G] if r is not None}
+            if len(valid) <= 1:  # no variance: no learning signal; keep it out of the loss
+                s.zero_variance_groups += 1
+                for i in range(g, min(g + self.G, len(episodes))):
+                    out["env_mask"][i] = [0] * len(out["env_mask"][i])
+        if not any(any(m) for m in out["env_mask"]):
+            # Every group was dropped: leave one token in so the loss normaliser is not
+            # zero; its advantage is 0, so the update is a no-op.
+            out["env_mask"][0][0] = 1
+        out["verifier_reward"] = rewards
+        scored = [r for r in rewards if r is not None]
+        s.batch_mean_reward.append(sum(scored) / len(scored) if scored else float("nan"))
+        return out
+
+
+def verifier_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[Any]:
+    """TRL reward function: the verifier's reward the rollout recorded (None: unscorable)."""
+    return list(kwargs["verifier_reward"])
+
+
+def grpo_steps(cfg: GrpoSection, n_tasks: int) -> int:
+    """Optimizer steps: `steps`, else epochs over the tasks at `tasks_per_step`."""
+    if cfg.steps is not None:
+        return cfg.steps
+    return max(1, math.ceil(n_tasks * cfg.epochs / cfg.tasks_per_step))
+
+
+def run_grpo(
+    *,
+    model_location: str,
+    model_section: ModelSection,
+    cfg: GrpoSection,
+    rollout: AgentRollout,
+    task_names: Sequence[str],
+    work_dir: Path,
+    device: str,
+    seed: int,
+    on_step: Callable[[int, int], None] | None = None,
+    on_checkpoint: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Train with GRPO; writes `policy/` (merged) and `adapter/`. Resumes from checkpoints."""
+    import os
+
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from posttrain_arena.train import modeling
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tokenizer = modeling.load_tokenizer(model_location)
+    model = modeling.load_causal_lm(model_location, model_section, device)
+    peft_config = modeling.lora_config(cfg.lora) if cfg.method == "lora" else None
+    G = cfg.num_generations
+    per_device = cfg.per_device_batch_size or G
+    gen_batch = cfg.tasks_per_step * G
+    if gen_batch % per_device:
+        raise ValueError(f"[grpo] tasks_per_step * num_generations ({gen_batch}) must be a "
+                         f"multiple of per_device_batch_size ({per_device})")
+    total = grpo_steps(cfg, len(task_names))
+    ckpt_dir = work_dir / "checkpoints"
+    vllm: dict[str, Any] = {}
+    if cfg.policy_endpoint:
+        vllm = {"use_vllm": True, "vllm_mode": "server",
+                "vllm_server_base_url": cfg.policy_endpoint}
+    args = GRPOConfig(
+        output_dir=str(ckpt_dir),
+        max_steps=total,
+        learning_rate=cfg.learning_rate,
+        per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=gen_batch // per_device,
+        num_generations=G,
+        max_completion_length=cfg.max_completion_length,
+        loss_type=cfg.loss_type,
+        beta=cfg.beta,
+        temperature=cfg.temperature,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        save_total_limit=1,
+        report_to=[],
+        seed=seed,
+        data_seed=seed,
+        use_cpu=device == "cpu",
+        bf16=device == "cuda" and model_section.dtype in ("auto", "bfloat16"),
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        log_completions=False,
+        **vllm,
+    )
+    rows = [{"prompt": name} for name in task_names]
+    # Repeat the task list so that `total` steps never run out of prompts.
+    need = total * cfg.tasks_per_step
+    rows = (rows * (need // max(1, len(rows)) + 1))[: max(need, len(rows))]
+
+    metrics_log: list[dict[str, float]] = []
+
+    class _Report(TrainerCallback):  # type: ignore[misc]
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if logs:
+                metrics_log.append({k: float(v) for k, v in logs.items()
+                                    if isinstance(v, int | float)})
+            if on_step is not None:
+                on_step(int(state.global_step), total)
+
+        def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if on_checkpoint is not None:
+                on_checkpoint(f"checkpoint at step {state.global_step}")
+
+    trainer = GRPOTrainer(model=model, reward_funcs=[verifier_reward], args=args,
+                          train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                          peft_config=peft_config, rollout_func=rollout,
+                          callbacks=[_Report()])
+    before_path = work_dir / "initial_trainable.pt"
+    import torch
+
+    resume = modeling.latest_checkpoint(ckpt_dir)
+    if resume is not None and before_path.is_file():
+        before = torch.load(before_path)
+    else:
+        before = modeling.trainable_snapshot(trainer.model)
+        torch.save(before, before_path)
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    change = modeling.delta_norm(before, trainer.model)
+    modeling.save_policy(trainer.model, tokenizer, work_dir / "policy",
+                         adapter_dir=work_dir / "adapter" if peft_config is not None else None)
+    import shutil
+
+    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    before_path.unlink(missing_ok=True)
+    return {
+        "method": cfg.method,
+        "steps": int(result.global_step),
+        "resumed_from": resume.name if resume else None,
+        "train_loss": float(result.training_loss),
+        "reward_by_step": [m["reward"] for m in metrics_log if "reward" in m],
+        **rollout.stats.as_dict(),
+        **change,
+    }

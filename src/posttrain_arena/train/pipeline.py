@@ -1,0 +1,92 @@
+"""The post-training pipeline: recipe in, score.json out.
+
+    snapshot -> leakage -> baseline -> teacher -> sft -> gate -> grpo -> final -> score
+
+Every stage is content-addressed and resumable (see stages.py): rerunning with
+`resume=True` skips finished stages whose inputs did not change and continues an
+interrupted one from its journal or last checkpoint. `plan(recipe)` (plan.py) sizes a
+run without running anything. The stage bodies live in `steps.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from posttrain_arena.train.plan import Plan, plan
+from posttrain_arena.train.recipe import Recipe, RecipeError, is_remote
+from posttrain_arena.train.score import Score
+from posttrain_arena.train.stages import Progress, Stage, StageRunner, no_progress
+
+__all__ = ["Plan", "Score", "launch_problems", "plan", "run_dir_for", "run_recipe"]
+
+
+def run_dir_for(recipe: Recipe, run_name: str | None = None) -> Path:
+    """`[output] dir / <run name>`; the default name carries the recipe hash."""
+    name = run_name or f"{recipe.name}-{recipe.recipe_hash().removeprefix('sha256:')[:12]}"
+    return Path(recipe.resolve(recipe.output.dir)) / name
+
+
+def launch_problems(recipe: Recipe) -> list[str]:
+    """What stops a scored run of this recipe here (empty: it can launch)."""
+    problems = []
+    if not recipe.model_is_local() and not recipe.model.revision:
+        problems.append(f"[model] {recipe.model.id} is a hub id without a pinned revision; "
+                        "set `revision` to its commit sha")
+    for what, loc in (("[train] collection", recipe.train.collection),
+                      ("[eval] suite", recipe.eval.suite)):
+        resolved = recipe.resolve(loc)
+        if not is_remote(resolved) and not Path(resolved).is_dir():
+            problems.append(f"{what} {loc!r} is not a folder (resolved to {resolved})")
+    return problems
+
+
+def run_recipe(
+    recipe: Recipe,
+    *,
+    run_dir: Path,
+    resume: bool = True,
+    dry_run: bool = False,
+    progress: Progress = no_progress,
+) -> Score:
+    """Run (or, with `dry_run`, only check and plan) a recipe; returns the score.
+
+    A crash leaves the run folder resumable: call again with `resume=True`.
+    """
+    the_plan = plan(recipe)
+    problems = launch_problems(recipe)
+    if dry_run:
+        return Score(status="dry-run", run_dir=str(run_dir), plan=the_plan.model_dump(),
+                     blocking=problems)
+    if problems:
+        raise RecipeError("the recipe cannot launch here:\n" + "\n".join(problems))
+    from posttrain_arena.train.steps import Steps
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "recipe.json").write_text(json.dumps(recipe.model_dump(mode="json"), indent=2))
+    (run_dir / "plan.json").write_text(the_plan.model_dump_json(indent=2))
+    runner = StageRunner(run_dir, progress=progress, resume=resume)
+    steps = Steps(recipe, run_dir, runner)
+    r = recipe
+    graph = [
+        Stage("snapshot", steps.snapshot, r.section_hash("model", "train", "eval")),
+        Stage("leakage", steps.leakage, r.section_hash("train"), reads=("snapshot",)),
+        Stage("baseline", steps.baseline, r.section_hash("agent", "runtime"),
+              reads=("snapshot",)),
+        Stage("teacher", steps.teacher, r.section_hash("teacher", "agent", "runtime"),
+              reads=("snapshot", "leakage")),
+        Stage("sft", steps.sft, r.section_hash("sft", "runtime"),
+              reads=("snapshot", "teacher")),
+        Stage("gate", steps.gate, r.section_hash("grpo", "agent", "runtime"),
+              reads=("snapshot", "leakage", "sft")),
+        Stage("grpo", steps.grpo, r.section_hash("grpo", "agent", "runtime"),
+              reads=("snapshot", "leakage", "sft", "gate")),
+        Stage("final", steps.final, r.section_hash("agent", "runtime"),
+              reads=("snapshot", "grpo")),
+        Stage("score", steps.score, r.recipe_hash(),
+              reads=("snapshot", "leakage", "baseline", "teacher", "sft", "gate", "grpo",
+                     "final")),
+    ]
+    for stage in graph:
+        runner.run(stage)
+    return Score.model_validate_json((runner.stages_dir / "score" / "score.json").read_text())

@@ -1,0 +1,329 @@
+"""The stage bodies of the pipeline (what each stage does with its work folder)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from posttrain_arena.agents.model import AgentSettings, ModelAgent
+from posttrain_arena.spec.hashing import tree_hash
+from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.train import evaluation, leakage, score
+from posttrain_arena.train.recipe import Recipe, RecipeError
+from posttrain_arena.train.sources import TaskSet, fetch, load_taskset
+from posttrain_arena.train.stages import StageContext, StageRunner
+from posttrain_arena.trial.journal import Journal
+from posttrain_arena.trial.records import trial_id
+from posttrain_arena.trial.result import TrialResult
+
+
+class GateFailed(RuntimeError):
+    """SFT made the model worse on the quick check, and the recipe says to stop."""
+
+
+def policy_location(stage_dir: Path) -> str:
+    """The model folder a training stage produced (or passed through)."""
+    if (stage_dir / "policy" / "config.json").is_file():
+        return str(stage_dir / "policy")
+    return str(json.loads((stage_dir / "policy.json").read_text())["location"])
+
+
+class Steps:
+    """Stage bodies sharing one recipe, one trial runner and the loaded task sets."""
+
+    def __init__(self, recipe: Recipe, run_dir: Path, runner: StageRunner) -> None:
+        self.r = recipe
+        self.run_dir = run_dir
+        self.stages = runner
+        self._runner: Any = None
+        self._device: str | None = None
+        self._sets: dict[str, TaskSet] = {}
+        self._lock = threading.Lock()
+
+    # -- shared helpers --------------------------------------------------------------
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            from posttrain_arena.train.modeling import pick_device
+
+            self._device = pick_device(self.r.runtime.device)
+        return self._device
+
+    @property
+    def runner(self) -> Any:
+        with self._lock:
+            if self._runner is None:
+                from posttrain_arena.trial.runner import TrialRunner
+
+                self._runner = TrialRunner(self.r.runtime.sandbox)
+            return self._runner
+
+    def trial(self, task: TaskPackage, agent: Any, seed: int,
+              journal: Journal | None = None) -> TrialResult:
+        """One trial; with a journal, a finished identical trial is not run again."""
+        if journal is not None:
+            done = journal.done(trial_id(task.checksum, agent.name, seed))
+            if done is not None:
+                return done
+        result: TrialResult = self.runner.run(task, agent, seed=seed,
+                                              agent_timeout=self.r.agent.timeout_sec)
+        if journal is not None:
+            journal.append(result)
+        return result
+
+    def taskset(self, which: str) -> TaskSet:
+        if which not in self._sets:
+            root = self.stages.stages_dir / "snapshot" / which
+            cap = self.r.train.max_tasks if which == "collection" else None
+            self._sets[which] = load_taskset(root, kind=which, max_tasks=cap)
+        return self._sets[which]
+
+    def kept_training(self) -> list[TaskPackage]:
+        kept = set(json.loads((self.stages.stages_dir / "leakage" / "leakage.json")
+                              .read_text())["kept"])
+        return [t for t in self.taskset("collection").tasks if t.name in kept]
+
+    def settings(self, temperature: float | None = None) -> AgentSettings:
+        a = self.r.agent
+        return AgentSettings(max_turns=a.max_turns, max_new_tokens=a.max_new_tokens,
+                             max_tokens=a.max_turns * a.max_new_tokens,
+                             temperature=a.temperature if temperature is None else temperature)
+
+    def policy_agent(self, location: str, name: str, temperature: float | None = None) -> Any:
+        if self.r.runtime.policy_endpoint:
+            from posttrain_arena.models.openai import OpenAIChatModel
+
+            model: Any = OpenAIChatModel(location, base_url=self.r.runtime.policy_endpoint)
+        else:
+            from posttrain_arena.models.transformers_local import TransformersChatModel
+
+            model = TransformersChatModel.from_pretrained(location, device=self.device)
+        return ModelAgent(model, self.settings(temperature), name=name)
+
+    def evaluate(self, ctx: StageContext, tasks: list[TaskPackage], location: str, name: str,
+                 k: int, journal: str = "journal.jsonl") -> evaluation.EvalSummary:
+        agent = self.policy_agent(location, name)
+        j = Journal(ctx.work_dir / journal)
+        return evaluation.evaluate_policy(
+            tasks, agent, run_trial=lambda t, a, s: self.trial(t, a, s, j), k=k,
+            seed=self.r.runtime.seed, concurrency=self.r.runtime.concurrency, policy=location,
+            on_step=lambda d, n: ctx.step(d, n, name))
+
+    def gate_sample(self) -> list[TaskPackage]:
+        tasks = self.kept_training()
+        n = min(self.r.grpo.gate.tasks, len(tasks))
+        picked = sorted(random.Random(self.r.runtime.seed).sample([t.name for t in tasks], n))
+        return [t for t in tasks if t.name in picked]
+
+    # -- stages ----------------------------------------------------------------------
+
+    def snapshot(self, ctx: StageContext) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for which, loc, commit in (("collection", self.r.train.collection, self.r.train.commit),
+                                   ("suite", self.r.eval.suite, self.r.eval.commit)):
+            src, pinned = fetch(self.r.resolve(loc), commit, ctx.work_dir / f"{which}.git")
+            dest = ctx.work_dir / which
+            if dest.exists():
+                shutil.rmtree(dest)
+            shutil.copytree(src, dest, symlinks=True,
+                            ignore=shutil.ignore_patterns(".git", "__pycache__"))
+            shutil.rmtree(ctx.work_dir / f"{which}.git", ignore_errors=True)
+            ts = load_taskset(dest, kind=which,
+                              max_tasks=self.r.train.max_tasks if which == "collection" else None)
+            out[which] = {"location": loc, "commit": pinned, "content_hash": ts.content_hash,
+                          "tasks": len(ts.tasks), "domains": _domains(ts.tasks)}
+        sealed = self.r.eval.sha256
+        if sealed and sealed != out["suite"]["content_hash"]:
+            raise RecipeError(f"[eval] sha256 is {sealed} but the suite hashes to "
+                              f"{out['suite']['content_hash']}; the suite changed since it "
+                              "was sealed (or the recipe names the wrong one)")
+        out["suite"]["sealed"] = bool(sealed)
+        model_loc = self.r.model_location()
+        local = Path(model_loc).exists()
+        out["model"] = {"id": self.r.model.id, "revision": self.r.model.revision,
+                        "content_hash": tree_hash(Path(model_loc)) if local else None,
+                        "location": model_loc}
+        (ctx.work_dir / "snapshot.json").write_text(json.dumps(out, indent=2))
+        return out
+
+    def leakage(self, ctx: StageContext) -> dict[str, Any]:
+        train, held = self.taskset("collection").tasks, self.taskset("suite").tasks
+        docs = [leakage.doc_for_task(t.name, t.checksum, t.prompt, t.root) for t in train]
+        held_docs = [leakage.doc_for_task(t.name, t.checksum, t.prompt, t.root) for t in held]
+        excl = leakage.find_leaks(docs, held_docs, threshold=self.r.train.leakage_threshold)
+        kept = sorted({t.name for t in train} - {e.task for e in excl})
+        out = {"exclusions": [e.model_dump() for e in excl], "kept": kept}
+        (ctx.work_dir / "leakage.json").write_text(json.dumps(out, indent=2))
+        return {"excluded": len(excl), "kept": len(kept)}
+
+    def baseline(self, ctx: StageContext) -> dict[str, Any]:
+        s = self.evaluate(ctx, self.taskset("suite").tasks, self.r.model_location(),
+                          "policy:base", self.r.runtime.k)
+        evaluation.save_summary(s, ctx.work_dir / "eval.json")
+        return {"pass_rate": s.pass_rate, "infra_failures": s.infra_failures,
+                "seconds": s.seconds}
+
+    def teacher(self, ctx: StageContext) -> dict[str, Any]:
+        from posttrain_arena.train.teacher import OracleTeacherAgent, run_teacher
+
+        t = self.r.teacher
+
+        def make_agent(task: TaskPackage) -> Any:
+            if t.kind == "oracle":
+                solve = task.oracle_dir / "solve.sh"
+                text = solve.read_text(errors="replace") if solve.is_file() else None
+                return OracleTeacherAgent(text, self.settings())
+            import os
+
+            from posttrain_arena.models.openai import OpenAIChatModel
+
+            model = OpenAIChatModel(t.model or "", base_url=t.base_url,
+                                    api_key=os.environ.get(t.api_key_env))
+            return ModelAgent(model, self.settings(t.temperature), name=f"teacher:{t.model}")
+
+        j = Journal(ctx.work_dir / "journal.jsonl")
+        return run_teacher(self.kept_training(), t,
+                           run_trial=lambda task, a, s: self.trial(task, a, s, j),
+                           make_agent=make_agent, work_dir=ctx.work_dir,
+                           concurrency=self.r.runtime.concurrency, seed=self.r.runtime.seed,
+                           on_step=lambda d, n: ctx.step(d, n, "tasks"))
+
+    def sft(self, ctx: StageContext) -> dict[str, Any]:
+        base = self.r.model_location()
+        if not self.r.sft.enabled:
+            (ctx.work_dir / "policy.json").write_text(json.dumps({"location": base}))
+            return {"skipped": "[sft] enabled = false"}
+        from posttrain_arena.train.sft import read_trajectories, run_sft
+
+        trajs = read_trajectories(ctx.output_of("teacher") / "trajectories.jsonl")
+        if not trajs:
+            raise RuntimeError("the teacher produced no verified trajectory, so SFT has "
+                               "nothing to learn from; see stages/teacher/coverage.json")
+        return run_sft(model_location=base, revision=self.r.model.revision,
+                       model_section=self.r.model, cfg=self.r.sft, trajectories=trajs,
+                       work_dir=ctx.work_dir, device=self.device, seed=self.r.runtime.seed,
+                       on_step=lambda d, n: ctx.step(d, n, "steps"),
+                       on_checkpoint=ctx.checkpoint)
+
+    def gate(self, ctx: StageContext) -> dict[str, Any]:
+        g = self.r.grpo.gate
+        if not (g.enabled and self.r.grpo.enabled and self.r.sft.enabled):
+            out: dict[str, Any] = {"ran": False, "passed": True, "action": "continue"}
+        else:
+            sample = self.gate_sample()
+            base = self.evaluate(ctx, sample, self.r.model_location(), "policy:gate-base",
+                                 g.samples, "journal-base.jsonl")
+            tuned = self.evaluate(ctx, sample, policy_location(ctx.output_of("sft")),
+                                  "policy:gate-sft", g.samples, "journal-sft.jsonl")
+            drop = 100 * (base.pass_rate - tuned.pass_rate)
+            passed = drop <= g.max_drop_pp
+            out = {"ran": True, "tasks": [t.name for t in sample], "base_rate": base.pass_rate,
+                   "sft_rate": tuned.pass_rate, "drop_pp": drop, "passed": passed,
+                   "action": "continue" if passed else g.on_fail}
+        (ctx.work_dir / "gate.json").write_text(json.dumps(out, indent=2))
+        if not out["passed"] and g.on_fail == "fail":
+            raise GateFailed(f"SFT lowered the training-task pass rate by {out['drop_pp']:.1f} "
+                             f"points (allowed: {g.max_drop_pp}); see stages/gate/gate.json, "
+                             "or set [grpo.gate] on_fail = 'skip_grpo' or 'continue'")
+        return out
+
+    def grpo(self, ctx: StageContext) -> dict[str, Any]:
+        sft_policy = policy_location(ctx.output_of("sft"))
+        gate = json.loads((ctx.output_of("gate") / "gate.json").read_text())
+        skip = None if self.r.grpo.enabled else "[grpo] enabled = false"
+        if skip is None and gate.get("action") == "skip_grpo":
+            skip = "the gate failed (SFT made things worse) and on_fail = 'skip_grpo'"
+        tasks = self.kept_training()
+        if skip is None and not tasks:
+            skip = "no training task left after the leakage gate"
+        if skip is not None:
+            (ctx.work_dir / "policy.json").write_text(json.dumps({"location": sft_policy}))
+            return {"skipped": skip}
+        from posttrain_arena.train.grpo import AgentRollout, run_grpo, trial_episodes
+
+        cfg = self.r.grpo
+        settings = self.settings(cfg.temperature).model_copy(
+            update={"max_tokens": min(cfg.max_completion_length,
+                                      self.r.agent.max_turns * self.r.agent.max_new_tokens)})
+        rollout = AgentRollout({t.name: t for t in tasks}, trial_episodes(self.trial),
+                               settings=settings, num_generations=cfg.num_generations,
+                               max_completion_length=cfg.max_completion_length,
+                               concurrency=self.r.runtime.concurrency, seed=self.r.runtime.seed)
+        metrics = run_grpo(model_location=sft_policy, model_section=self.r.model, cfg=cfg,
+                           rollout=rollout, task_names=[t.name for t in tasks],
+                           work_dir=ctx.work_dir, device=self.device, seed=self.r.runtime.seed,
+                           on_step=lambda d, n: ctx.step(d, n, "steps"),
+                           on_checkpoint=ctx.checkpoint)
+        sample = self.gate_sample()
+        if gate.get("ran"):
+            before = float(gate["sft_rate"])
+        else:
+            before = self.evaluate(ctx, sample, sft_policy, "policy:pre-grpo",
+                                   cfg.gate.samples, "journal-before.jsonl").pass_rate
+        after = self.evaluate(ctx, sample, str(ctx.work_dir / "policy"), "policy:post-grpo",
+                              cfg.gate.samples, "journal-after.jsonl").pass_rate
+        metrics["training_tasks_checked"] = [t.name for t in sample]
+        metrics["training_pass_rate_before"] = before
+        metrics["training_pass_rate_after"] = after
+        (ctx.work_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        return metrics
+
+    def final(self, ctx: StageContext) -> dict[str, Any]:
+        s = self.evaluate(ctx, self.taskset("suite").tasks,
+                          policy_location(ctx.output_of("grpo")), "policy:final",
+                          self.r.runtime.k)
+        evaluation.save_summary(s, ctx.work_dir / "eval.json")
+        return {"pass_rate": s.pass_rate, "infra_failures": s.infra_failures,
+                "seconds": s.seconds}
+
+    def score(self, ctx: StageContext) -> dict[str, Any]:
+        from posttrain_arena import __version__
+
+        base = evaluation.load_summary(ctx.output_of("baseline") / "eval.json")
+        final = evaluation.load_summary(ctx.output_of("final") / "eval.json")
+        snap = json.loads((ctx.output_of("snapshot") / "snapshot.json").read_text())
+        leaks = json.loads((ctx.output_of("leakage") / "leakage.json").read_text())
+        regressed, improved = score.regressions(base, final)
+        rt = self.r.runtime
+        prov = score.Provenance(
+            model_id=self.r.model.id, model_revision=self.r.model.revision,
+            model_content_hash=snap["model"]["content_hash"], recipe_name=self.r.name,
+            recipe_hash=self.r.recipe_hash(), collection=snap["collection"]["location"],
+            collection_commit=snap["collection"]["commit"],
+            collection_hash=snap["collection"]["content_hash"],
+            suite=snap["suite"]["location"], suite_commit=snap["suite"]["commit"],
+            suite_hash=snap["suite"]["content_hash"], suite_sealed=snap["suite"]["sealed"],
+            package_version=__version__,
+            seeds={"runtime": rt.seed, "eval_sample_seeds": rt.seed * 1000},
+            sandbox_backend=str(getattr(self._runner, "backend_name", rt.sandbox)),
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"))
+        records = {n: rec for n, rec in ctx.upstream.items()}
+        result = score.Score(
+            status="scored", run_dir=str(self.run_dir), base=score.pass_rates(base),
+            final=score.pass_rates(final), change=score.paired_change(base, final, seed=rt.seed),
+            per_domain=score.domain_changes(base, final), regressed_tasks=regressed,
+            improved_tasks=improved, teacher=records["teacher"].summary,
+            sft=records["sft"].summary, gate=records["gate"].summary,
+            grpo=records["grpo"].summary,
+            exclusions=[leakage.Exclusion.model_validate(e) for e in leaks["exclusions"]],
+            stage_seconds={n: round(rec.seconds, 2) for n, rec in records.items()},
+            provenance=prov)
+        text = result.model_dump_json(indent=2)
+        (ctx.work_dir / "score.json").write_text(text)
+        tmp = self.run_dir / ".score.json.tmp"
+        tmp.write_text(text)
+        tmp.replace(self.run_dir / "score.json")
+        return {"delta_pp": result.change.delta_pp if result.change else None}
+
+
+def _domains(tasks: list[TaskPackage]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in tasks:
+        out[t.domain.value] = out.get(t.domain.value, 0) + 1
+    return dict(sorted(out.items()))
