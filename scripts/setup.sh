@@ -13,6 +13,7 @@ if [[ "${1:-}" == "--system" ]]; then
   command -v debootstrap >/dev/null || need+=(debootstrap)
   [[ -x /usr/lib/postgresql/15/bin/postgres ]] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
   command -v chromium >/dev/null || need+=(chromium)
+  /usr/bin/python3 -c "import pytest" 2>/dev/null || need+=(python3-pytest)
   if ((${#need[@]})); then
     echo "setup: installing ${need[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
