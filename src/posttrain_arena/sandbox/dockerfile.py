@@ -61,7 +61,7 @@ def parse(text: str, where: str = "Dockerfile") -> list[Instruction]:
         if not buf:
             start = lineno
         if stripped.endswith("\\"):
-            buf.append(stripped[:-1])
+            buf.append(stripped[:-1].rstrip())
             continue
         buf.append(stripped)
         out.append(_instruction(" ".join(p for p in buf if p), start, where))
