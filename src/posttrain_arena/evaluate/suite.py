@@ -1,0 +1,112 @@
+"""Suites: the tasks an evaluation runs, with a content hash that pins them.
+
+A suite is a directory of task packages (its subdirectories holding a task.md; a
+collection's `envs/` is used when present) or a list file naming package paths, one a
+line, relative to the file (`#` starts a comment). A suite used as held-out must obey
+the composition rule: no domain above 20% of its tasks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from posttrain_arena.spec.domains import Domain, composition_violations
+from posttrain_arena.spec.findings import SpecError
+from posttrain_arena.spec.hashing import combine_hashes
+from posttrain_arena.spec.package import TASK_MD, TaskPackage, load_task
+
+
+class SuiteError(Exception):
+    """The suite cannot be used; the message names the file or task and the fix."""
+
+
+class Suite(BaseModel):
+    """An ordered set of task packages with unique names."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    source: str = Field(description="The directory or list file the suite was read from")
+    tasks: list[TaskPackage] = Field(description="Task packages, sorted by name")
+    hash: str = Field(description="Content hash over (task name, package checksum) pairs")
+
+    def domain_counts(self) -> dict[Domain, int]:
+        """Tasks per domain."""
+        return dict(Counter(t.domain for t in self.tasks))
+
+    def composition_violations(self) -> list[str]:
+        """Why this suite may not serve as held-out (empty when it may)."""
+        return composition_violations(self.domain_counts())
+
+    def check_heldout(self) -> None:
+        """Raise SuiteError when a domain holds more than its share of the suite."""
+        problems = self.composition_violations()
+        if problems:
+            raise SuiteError(f"{self.source} cannot be a held-out suite: " + "; ".join(problems)
+                             + "; add tasks of other domains or drop some of these")
+
+
+def suite_from_tasks(tasks: list[TaskPackage], source: str = "<tasks>") -> Suite:
+    """A suite of already loaded packages; SuiteError on duplicate names."""
+    seen: dict[str, TaskPackage] = {}
+    for task in tasks:
+        if task.name in seen:
+            raise SuiteError(f"{source}: two tasks are named {task.name!r} ({seen[task.name].root} "
+                             f"and {task.root}); task names must be unique within a suite")
+        seen[task.name] = task
+    ordered = sorted(tasks, key=lambda t: t.name)
+    return Suite(source=source, tasks=ordered,
+                 hash=combine_hashes([(t.name, t.checksum) for t in ordered]))
+
+
+def load_suite(path: Path | str) -> Suite:
+    """Load a suite from a directory of packages or a list file of package paths."""
+    path = Path(path)
+    if path.is_dir():
+        dirs = _package_dirs(path)
+        where = str(path)
+    elif path.is_file():
+        dirs = _listed_dirs(path)
+        where = str(path)
+    else:
+        raise SuiteError(f"{path}: no such suite; give a directory of task packages or a file "
+                         "listing package paths")
+    if not dirs:
+        raise SuiteError(f"{where}: the suite has no tasks (no subdirectory holds a {TASK_MD})")
+    tasks, problems = [], []
+    for d in dirs:
+        try:
+            tasks.append(load_task(d))
+        except SpecError as exc:
+            problems.append(f"{d}: {exc}")
+    if problems:
+        shown = "\n  ".join(problems[:10])
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise SuiteError(f"{where}: {len(problems)} task(s) do not load; run `arena task check` "
+                         f"on them:\n  {shown}{more}")
+    return suite_from_tasks(tasks, where)
+
+
+def _package_dirs(root: Path) -> list[Path]:
+    if (root / TASK_MD).is_file():
+        return [root]
+    base = root / "envs" if (root / "envs").is_dir() else root
+    return sorted(
+        d for d in base.iterdir()
+        if d.is_dir() and not d.name.startswith(("_", ".")) and (d / TASK_MD).is_file()
+    )
+
+
+def _listed_dirs(list_file: Path) -> list[Path]:
+    dirs = []
+    for n, raw in enumerate(list_file.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        d = Path(line) if Path(line).is_absolute() else list_file.parent / line
+        if not (d / TASK_MD).is_file():
+            raise SuiteError(f"{list_file}:{n}: {line} is not a task package (no {TASK_MD})")
+        dirs.append(d)
+    return dirs
