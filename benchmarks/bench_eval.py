@@ -1,0 +1,127 @@
+"""Evaluation throughput: the scripted model agent beside a bare oracle replay.
+
+Writes N trivial tasks (write a word to a file), then for -j 1, 2 and 4 evaluates them
+with (a) the oracle agent, which just runs solve.sh, and (b) the model agent driven by
+the scripted client (one bash call, then submit), on the same runner and sandbox
+backend, in the same process. Prints wall-clock per configuration, the ratio
+agent / oracle (target <= 1.2x) and the agent loop's own overhead per turn: the agent
+phase's time minus the time spent in the model and in shell commands (target < 10 ms).
+
+    .venv/bin/python benchmarks/bench_eval.py [--tasks 100] [--backend local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from posttrain_arena.agents.oracle import OracleAgent
+from posttrain_arena.evaluate.report import EvalReport
+from posttrain_arena.evaluate.runner import evaluate, model_agents
+from posttrain_arena.evaluate.suite import load_suite
+from posttrain_arena.models.scripted import ScriptedModel
+from posttrain_arena.trial.runner import TrialRunner
+
+TASK_MD = """---
+version: "1.0"
+metadata:
+  author_name: Bench
+  author_email: bench@example.com
+  category: {domain}
+  difficulty: easy
+agent:
+  timeout_sec: 60
+verifier:
+  timeout_sec: 60
+---
+
+## prompt
+
+Write the word {word} into the file out.txt in the current directory.
+"""
+VERIFIER = """import pathlib
+out = pathlib.Path("/root/out.txt")
+ok = out.is_file() and out.read_text().strip() == "{word}"
+pathlib.Path("/logs/verifier").mkdir(parents=True, exist_ok=True)
+pathlib.Path("/logs/verifier/reward.txt").write_text("1.0" if ok else "0.0")
+"""
+DOMAINS = ["software-engineering", "cybersecurity", "finance-economics", "office-white-collar",
+           "media-content-production", "natural-science"]
+
+
+def write_tasks(root: Path, n: int) -> None:
+    for i in range(n):
+        task = root / f"task-{i:03d}"
+        word = f"word{i}"
+        for sub in ("environment", "verifier", "oracle"):
+            (task / sub).mkdir(parents=True)
+        (task / "task.md").write_text(TASK_MD.format(domain=DOMAINS[i % len(DOMAINS)],
+                                                     word=word))
+        (task / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /root\n")
+        (task / "verifier" / "verifier.py").write_text(VERIFIER.format(word=word))
+        (task / "oracle" / "solve.sh").write_text(f"#!/bin/bash\necho {word} > out.txt\n")
+
+
+def script(root: Path, n: int) -> Path:
+    lines = ["scripts:"]
+    for i in range(n):
+        lines += [f"  - match: 'word{i} '",
+                  f"    responses: [{{bash: 'echo word{i} > out.txt'}}, {{submit: true}}]"]
+    path = root / "script.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--backend", default="local")
+    parser.add_argument("--jobs", default="1,2,4")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-eval-"))
+    write_tasks(root / "suite", args.tasks)
+    suite = load_suite(root / "suite")
+    model = ScriptedModel.from_file(script(root, args.tasks))
+    runner = TrialRunner(args.backend)
+    runner.run(suite.tasks[0], OracleAgent())  # build the (shared) image outside the timing
+
+    print(f"{args.tasks} tasks, backend {runner.backend_name}")
+    print(f"{'jobs':>4} {'oracle s':>9} {'agent s':>9} {'ratio':>6} {'pass o/a':>9} "
+          f"{'loop ms/turn':>13}")
+    ok = True
+    for jobs in (int(j) for j in args.jobs.split(",")):
+        t0 = time.perf_counter()
+        oracle = evaluate(suite, lambda _t: OracleAgent(), jobs=jobs, runner=runner)
+        oracle_sec = time.perf_counter() - t0
+        infos: list[dict[str, Any]] = []
+        t0 = time.perf_counter()
+        agent = evaluate(suite, model_agents(model), jobs=jobs, runner=runner,
+                         progress=lambda _d, _n, r, out=infos: out.append(r.agent_info))
+        agent_sec = time.perf_counter() - t0
+        overhead = loop_overhead_ms(infos)
+        ratio = agent_sec / oracle_sec
+        ok = ok and ratio <= 1.2 and overhead < 10
+        print(f"{jobs:>4} {oracle_sec:>9.2f} {agent_sec:>9.2f} {ratio:>5.2f}x "
+              f"{rate(oracle):>4}/{rate(agent):<4} {overhead:>13.3f}")
+    print("targets: ratio <= 1.2x, loop overhead < 10 ms/turn:", "met" if ok else "NOT met")
+    sys.exit(0)
+
+
+def rate(report: EvalReport) -> str:
+    return f"{100 * (report.overall.pass_rate or 0):.0f}%"
+
+
+def loop_overhead_ms(infos: list[dict[str, Any]]) -> float:
+    """Median over trials of (agent phase - model time - command time) / turns."""
+    values = [1000 * (i["agent_sec"] - i["model_sec"] - i["env_sec"]) / i["turns"]
+              for i in infos if i.get("turns")]
+    return statistics.median(values) if values else float("nan")
+
+
+if __name__ == "__main__":
+    main()
