@@ -130,3 +130,24 @@ def test_stop_is_idempotent_and_final(backend: Backend, image: ImageRef) -> None
     s.stop()
     with pytest.raises(SandboxError):
         s.exec("true")
+
+
+def test_verifier_runtime_gives_pytest_ctrf(backend: Backend, image: ImageRef) -> None:
+    from posttrain_arena.sandbox.runtime import verifier_runtime
+
+    mount, env = verifier_runtime()
+    s = backend.start(image, limits=Limits(), mounts=[mount])
+    try:
+        s.exec("printf 'def test_a():\\n    assert True\\n' > /root/test_v.py")
+        r = s.exec(
+            "python3 -m pytest -q -p no:cacheprovider --ctrf /tmp/c.json test_v.py "
+            "&& cat /tmp/c.json",
+            env=env,
+            timeout=60,
+        )
+        assert r.exit_code == 0, r.stdout + r.stderr
+        assert '"passed": 1' in r.stdout
+        # the runtime is read-only to whoever runs in the session
+        assert s.exec("echo x > /opt/arena-runtime/ctrf_plugin.py").exit_code != 0
+    finally:
+        s.stop()

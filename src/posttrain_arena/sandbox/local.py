@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-import resource
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -165,10 +165,9 @@ class LocalSession:
         if not self.fs.host_path(cwd, write=False).exists():
             raise SandboxError(f"exec: workdir {cwd} does not exist in session {self.id}")
         result = run_with_deadline(
-            args,
+            self._limited(args),
             timeout=timeout,
             env={"PATH": BASE_PATH},
-            preexec=self._preexec,
             on_output=on_output,
             kill_extra=self.cgroup.kill if self.cgroup is not None else None,
             register=self._register,
@@ -188,26 +187,26 @@ class LocalSession:
             )
         return result
 
-    def _register(self, proc: subprocess.Popen[bytes] | None) -> None:
-        # run_with_deadline reports the Popen on start and None at the end; track by thread
+    def _register(self, proc: subprocess.Popen[bytes], running: bool) -> None:
         with self._lock:
-            if proc is not None:
+            if running:
                 self._running.add(proc)
-                threading.current_thread().__dict__["_arena_proc"] = proc
             else:
-                done = threading.current_thread().__dict__.pop("_arena_proc", None)
-                self._running.discard(done)  # type: ignore[arg-type]
+                self._running.discard(proc)
 
-    def _preexec(self) -> None:
-        # Runs in the child between fork and exec of bwrap.
-        if self.cgroup is not None:
-            self.cgroup.enter()
-        else:
-            mem = max(self.limits.memory_mb, 256) << 20
-            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    def _limited(self, args: list[str]) -> list[str]:
+        """Wrap bwrap so it starts inside the session's cgroups, under rlimits. (A shell
+        and prlimit rather than preexec_fn, which is unsafe with threads.)"""
         fsize = self.limits.storage_mb << 20
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        limits = [f"--fsize={fsize}", "--core=0"]
+        if self.cgroup is None:  # no memory cgroup: cap each process's address space
+            limits.append(f"--as={max(self.limits.memory_mb, 256) << 20}")
+        prefix = ["prlimit", *limits, "--"]
+        if self.cgroup is None:
+            return [*prefix, *args]
+        procs = " ".join(shlex.quote(str(d / "cgroup.procs")) for d in self.cgroup.dirs)
+        enter = f'for g in {procs}; do echo $$ > "$g" || exit 125; done; exec "$@"'
+        return ["/bin/sh", "-c", enter, "arena-enter", *prefix, *args]
 
     # -- files ------------------------------------------------------------------------
     def copy_in(self, src: Path, dest: str) -> None:

@@ -56,10 +56,9 @@ def run_with_deadline(
     *,
     timeout: float | None,
     env: dict[str, str] | None = None,
-    preexec: Callable[[], None] | None = None,
     on_output: Callable[[str], None] | None = None,
     kill_extra: Callable[[], None] | None = None,
-    register: Callable[[subprocess.Popen[bytes] | None], None] | None = None,
+    register: Callable[[subprocess.Popen[bytes], bool], None] | None = None,
 ) -> ExecResult:
     """Run argv; on timeout kill its process group (and `kill_extra`) and return
     timed_out=True with exit code 137."""
@@ -70,12 +69,11 @@ def run_with_deadline(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-        preexec_fn=preexec,
         start_new_session=True,
         close_fds=True,
     )
     if register is not None:
-        register(proc)
+        register(proc, True)
     out, err = OutputCapture(on_output), OutputCapture(on_output)
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
@@ -110,7 +108,7 @@ def run_with_deadline(
         if proc.stderr:
             proc.stderr.close()
         if register is not None:
-            register(None)
+            register(proc, False)
     return ExecResult(
         exit_code=137 if timed_out else _exit_code(code),
         stdout=out.text(),
