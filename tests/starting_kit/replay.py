@@ -91,11 +91,16 @@ def trial_env(workspace: Path, extra: dict[str, str] | None = None) -> dict[str,
     return env
 
 
-def run_oracle(package: Path, workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_oracle(
+    package: Path, workspace: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     """bash oracle/solve.sh with cwd = workspace."""
     return subprocess.run(
         ["bash", str(package / "oracle" / "solve.sh")],
-        cwd=workspace, env=trial_env(workspace, env), capture_output=True, text=True,
+        cwd=workspace,
+        env=trial_env(workspace, env),
+        capture_output=True,
+        text=True,
         timeout=120,
     )
 
@@ -114,9 +119,21 @@ def copy_verifier(package: Path, dest: Path) -> Path:
 def run_verifier(verifier: Path, workspace: Path) -> subprocess.CompletedProcess[str]:
     """`python3 -m pytest test_outputs.py` against the workspace."""
     return subprocess.run(
-        [system_python(), "-m", "pytest", str(verifier / "test_outputs.py"), "-q",
-         "-p", "no:cacheprovider", "--rootdir", str(verifier)],
-        cwd=workspace.parent, env=trial_env(workspace), capture_output=True, text=True,
+        [
+            system_python(),
+            "-m",
+            "pytest",
+            str(verifier / "test_outputs.py"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(verifier),
+        ],
+        cwd=workspace.parent,
+        env=trial_env(workspace),
+        capture_output=True,
+        text=True,
         timeout=120,
     )
 
@@ -132,16 +149,24 @@ def run_test_sh(verifier: Path, workspace: Path, logs: Path) -> subprocess.Compl
     shutil.copyfile(CTRF_PLUGIN, tools / "ctrf_plugin.py")
     pytest_bin = tools / "pytest-ctrf"
     pytest_bin.write_text(
-        "#!/bin/sh\n"
-        f'PYTHONPATH="{tools}" exec {system_python()} -m pytest -p ctrf_plugin "$@"\n'
+        f'#!/bin/sh\nPYTHONPATH="{tools}" exec {system_python()} -m pytest -p ctrf_plugin "$@"\n'
     )
     pytest_bin.chmod(0o755)
-    env = trial_env(workspace, {
-        "BENCHFLOW_VERIFIER_DIR": str(verifier),
-        "BENCHFLOW_REWARD_TEXT": str(logs / "reward.txt"),
-        "BENCHFLOW_REWARD_JSON": str(logs / "reward.json"),
-        "BENCHFLOW_CTRF_JSON": str(logs / "ctrf.json"),
-        "BENCHFLOW_PYTEST_BIN": str(pytest_bin),
-    })
-    return subprocess.run(["bash", str(verifier / "test.sh")], cwd=workspace.parent, env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = trial_env(
+        workspace,
+        {
+            "BENCHFLOW_VERIFIER_DIR": str(verifier),
+            "BENCHFLOW_REWARD_TEXT": str(logs / "reward.txt"),
+            "BENCHFLOW_REWARD_JSON": str(logs / "reward.json"),
+            "BENCHFLOW_CTRF_JSON": str(logs / "ctrf.json"),
+            "BENCHFLOW_PYTEST_BIN": str(pytest_bin),
+        },
+    )
+    return subprocess.run(
+        ["bash", str(verifier / "test.sh")],
+        cwd=workspace.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

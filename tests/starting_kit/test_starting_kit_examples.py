@@ -7,15 +7,15 @@ area's tests.
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from posttrain_arena.spec.checks import check_task
 from posttrain_arena.spec.domains import Domain
 from posttrain_arena.spec.package import TaskPackage, load_task
+
 from . import replay
 from .wrong_answers import WRONG_ANSWERS
 
@@ -30,14 +30,6 @@ MAX_PACKAGE_BYTES = 50 * 1024
 package_param = pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
 
 
-def _check_task() -> Callable[..., object] | None:
-    try:
-        module = importlib.import_module("posttrain_arena.spec.checks")
-    except ImportError:
-        return None
-    return getattr(module, "check_task", None)
-
-
 def test_one_example_per_domain() -> None:
     """Every one of the eight domains has exactly one worked example."""
     domains = [load_task(p).domain for p in EXAMPLES]
@@ -48,8 +40,13 @@ def test_fixture_is_in_the_published_format() -> None:
     """The fixture keeps the published layout: no fields of our own, all published files."""
     assert FIXTURES, "tests/fixtures/posttrain_format has no package"
     for root in FIXTURES:
-        for rel in ("environment/Dockerfile", "verifier/test.sh", "verifier/test_outputs.py",
-                    "verifier/verifier.md", "oracle/solve.sh"):
+        for rel in (
+            "environment/Dockerfile",
+            "verifier/test.sh",
+            "verifier/test_outputs.py",
+            "verifier/verifier.md",
+            "oracle/solve.sh",
+        ):
             assert (root / rel).is_file(), f"{root.name}: {rel} missing"
         assert list((root / "verifier" / "rubrics").glob("*.md"))
         meta = load_task(root).frontmatter.metadata
@@ -69,21 +66,17 @@ def test_package_loads(package: Path) -> None:
 
 @package_param
 def test_package_checks_without_errors(package: Path) -> None:
-    """The structural checks (when present) report no error for the package."""
-    check_task = _check_task()
-    if check_task is None:
-        pytest.skip("posttrain_arena.spec.checks.check_task is not available yet")
+    """The structural checks report no error and no warning for the package."""
     report = check_task(package)
-    findings = getattr(report, "findings", report)
-    errors = [f for f in findings if getattr(f, "severity", None) == "error"]  # type: ignore[union-attr]
-    assert not errors, "\n".join(f.render() for f in errors)
+    assert not report.findings, "\n".join(f.render() for f in report.findings)
 
 
 @package_param
 def test_package_is_small(package: Path) -> None:
     """Each package stays under 50 KB, seed data included."""
-    size = sum(p.stat().st_size for p in package.rglob("*") if p.is_file()
-               and "__pycache__" not in p.parts)
+    size = sum(
+        p.stat().st_size for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
     assert size < MAX_PACKAGE_BYTES, f"{package.name} is {size} bytes"
 
 

@@ -43,13 +43,21 @@ def _rounded_payment_first(ws: Path) -> None:
         for loan in csv.DictReader(handle):
             principal, months = float(loan["principal"]), int(loan["term_months"])
             rate = float(loan["annual_rate_pct"]) / 1200
-            exact = principal / months if rate == 0 else principal * rate / (1 - (1 + rate) ** -months)
+            exact = (
+                principal / months if rate == 0 else principal * rate / (1 - (1 + rate) ** -months)
+            )
             payment = round(exact, 2)
             balance = principal
             for _ in range(12):
                 balance += balance * rate - payment
-            rows.append([loan["loan_id"], f"{payment:.2f}", f"{payment * months - principal:.2f}",
-                         f"{balance:.2f}"])
+            rows.append(
+                [
+                    loan["loan_id"],
+                    f"{payment:.2f}",
+                    f"{payment * months - principal:.2f}",
+                    f"{balance:.2f}",
+                ]
+            )
     with (ws / "loan_summary.csv").open("w", newline="") as handle:
         csv.writer(handle).writerows(rows)
 
@@ -57,8 +65,10 @@ def _rounded_payment_first(ws: Path) -> None:
 def _signups_override_crm(ws: Path) -> None:
     # dict.update style merge: the later file (and later rows) overwrite earlier ones.
     merged: dict[str, tuple[str, str]] = {}
-    sources = (("crm_contacts.csv", ",", "Email", "Full Name", "Company"),
-               ("event_signups.csv", ";", "email", "name", "organisation"))
+    sources = (
+        ("crm_contacts.csv", ",", "Email", "Full Name", "Company"),
+        ("event_signups.csv", ";", "email", "name", "organisation"),
+    )
     for name, delimiter, email_key, name_key, company_key in sources:
         with (ws / name).open(newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle, delimiter=delimiter):
@@ -110,7 +120,8 @@ def _file_order_not_time_order(ws: Path) -> None:
         for row in csv.DictReader(handle):
             temp = float(row["temp_c"]) if row["temp_c"] else None
             per_machine.setdefault(row["machine"], []).append(
-                (row["timestamp"], row["state"], temp))
+                (row["timestamp"], row["state"], temp)
+            )
     report = {}
     for machine, rows in per_machine.items():
         events, run = [], []
@@ -119,8 +130,9 @@ def _file_order_not_time_order(ws: Path) -> None:
                 run.append((stamp, temp))
                 continue
             if len(run) >= 3:
-                events.append({"start": run[0][0], "end": run[-1][0],
-                               "peak_c": max(t for _, t in run)})
+                events.append(
+                    {"start": run[0][0], "end": run[-1][0], "peak_c": max(t for _, t in run)}
+                )
             run = []
         uptime = 100 * sum(state == "RUN" for _, state, _ in rows) / len(rows)
         report[machine] = {"uptime_pct": round(uptime, 2), "overheat_events": events}

@@ -54,13 +54,15 @@ def test_numbering(synced):
 
 def test_timings(synced, expected):
     """Every start and end is the original minus 2750 ms, starts clamped at zero."""
-    for (index, got, _), (_, want, _) in zip(synced, expected):
+    assert len(synced) == len(expected), "cue count differs; see test_cue_count"
+    for (index, got, _), (_, want, _) in zip(synced, expected, strict=True):
         assert got == want, f"cue {index}: {got} != {want}"
 
 
 def test_text_unchanged(synced, expected):
     """Text lines are kept exactly, including tags and a line containing '-->'."""
-    for (index, _, got), (_, _, want) in zip(synced, expected):
+    assert len(synced) == len(expected), "cue count differs; see test_cue_count"
+    for (index, _, got), (_, _, want) in zip(synced, expected, strict=True):
         assert [line.rstrip() for line in got] == want, f"cue {index}: text changed"
 
 
