@@ -151,3 +151,12 @@ def test_verifier_runtime_gives_pytest_ctrf(backend: Backend, image: ImageRef) -
         assert s.exec("echo x > /opt/arena-runtime/ctrf_plugin.py").exit_code != 0
     finally:
         s.stop()
+
+
+def test_a_file_cannot_exceed_the_storage_limit(backend: Backend, image: ImageRef) -> None:
+    s = backend.start(image, limits=Limits(storage_mb=4))
+    try:
+        r = s.exec("head -c 8000000 /dev/zero > /root/big; wc -c < /root/big")
+        assert int(r.stdout.strip()) <= 4 << 20
+    finally:
+        s.stop()

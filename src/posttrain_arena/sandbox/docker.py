@@ -216,6 +216,7 @@ class DockerBackend:
     ) -> DockerSession:
         """Create and start a container from `image` with `limits` applied."""
         import docker.errors
+        from docker.types import Ulimit
 
         api = self.client.api
         sid = "arena-" + uuid.uuid4().hex[:12]
@@ -236,6 +237,11 @@ class DockerBackend:
             memswap_limit=f"{limits.memory_mb}m",
             pids_limit=limits.pids_limit,
             binds=binds or None,
+            # no single file may exceed the task's storage; the only disk cap where the
+            # storage driver cannot limit a container's size
+            ulimits=[
+                Ulimit(name="fsize", soft=limits.storage_mb << 20, hard=limits.storage_mb << 20)
+            ],
         )
         if self.storage_limit_supported():
             host_kwargs["storage_opt"] = {"size": f"{limits.storage_mb}M"}
