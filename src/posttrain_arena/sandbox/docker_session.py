@@ -104,13 +104,9 @@ class DockerSession:
                     stream.close()
         code = 137
         if not timed_out:
-            try:
-                info = self.api.exec_inspect(exec_id)
-            except docker.errors.APIError as exc:
-                raise SandboxError(f"exec in session {self.id}: {exc}") from exc
-            code = info.get("ExitCode")
-            if code is None:
-                raise SandboxError(f"exec in session {self.id} ended without an exit code")
+            ended = self._wait_exit(exec_id, marker, None if timeout is None else t0 + timeout)
+            timed_out = ended is None
+            code = 137 if ended is None else ended
         return ExecResult(
             exit_code=int(code),
             stdout=out.text(),
@@ -118,6 +114,24 @@ class DockerSession:
             timed_out=timed_out,
             duration_sec=time.monotonic() - t0,
         )
+
+    def _wait_exit(self, exec_id: str, marker: str, deadline: float | None) -> int | None:
+        """The exec's exit code once it has ended; None if the deadline passed first (then
+        its tree is killed). The stream can end early (a read timeout on a long silent
+        command), so the engine's state decides, not the stream."""
+        import docker.errors
+
+        while True:
+            try:
+                info = self.api.exec_inspect(exec_id)
+            except docker.errors.APIError as exc:
+                raise SandboxError(f"exec in session {self.id}: {exc}") from exc
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            if deadline is not None and time.monotonic() > deadline:
+                self._kill_marked(marker)
+                return None
+            time.sleep(0.2)
 
     def _run_root(self, argv: list[str]) -> None:
         exec_id = self.api.exec_create(self.container, argv, user="0", stdout=True, stderr=True)
