@@ -109,3 +109,23 @@ def test_provider_failure_is_infrastructure(tmp_path: Path, runner: TrialRunner)
     result = runner.run(task, ModelAgent(dead))
     assert result.outcome is Outcome.INFRA_ERROR and result.reward is None
     assert "127.0.0.1:9" in (result.reason or "")
+
+
+@pytest.mark.bwrap
+def test_scenes_are_handed_over_on_submit(tmp_path: Path) -> None:
+    root = write_task(tmp_path, "scenes")
+    text = (root / "task.md").read_text()
+    head = text[: text.index("## prompt")]
+    (root / "task.md").write_text(head + "## scene: first\n\nList the files.\n\n"
+                                  "## scene: second\n\nNow write hello into out.txt.\n")
+    task = load_task(root)
+    model = ScriptedModel([{"bash": "ls"}, {"submit": True},
+                           {"bash": "echo hello > out.txt"}, {"submit": True}])
+    runner = TrialRunner("local", records_root=tmp_path / "records")
+    result = runner.run(task, ModelAgent(model))
+    assert result.reward == 1.0 and result.agent_info["scenes_done"] == 1
+    transcript = Transcript.model_validate_json(
+        (Path(result.record_dir or "") / "transcript.json").read_text())
+    users = [m.content for m in transcript.messages if m.role == "user"]
+    assert users[0].startswith("List the files.")
+    assert users[1].startswith("Now write hello into out.txt.") and "[time left:" in users[1]

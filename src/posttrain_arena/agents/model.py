@@ -104,6 +104,11 @@ def initial_messages(prompt: str, time_left_sec: float) -> list[Message]:
     ]
 
 
+def scene_message(text: str, time_left_sec: float) -> Message:
+    """The next scene of a multi-part task, given after the model submits the previous one."""
+    return Message(role="user", content=f"{text.strip()}\n\n{time_note(time_left_sec)}")
+
+
 def bash_call_message(command: str, turn: int, content: str = "") -> Message:
     """An assistant turn that runs `command` (what the model would emit)."""
     return Message(role="assistant", content=content, tool_calls=[
@@ -205,6 +210,10 @@ class ModelAgent:
                                 "completion_tokens": 0, "commands": 0, "model_sec": 0.0,
                                 "env_sec": 0.0}
         exit_reason, error, idle = "max_turns", None, 0
+        # Scenes after the first are handed over one by one, each time the model submits.
+        pending = [sc for sc in ctx.scenes if sc.strip()]
+        if pending and pending[0].strip() == ctx.prompt.strip():
+            pending.pop(0)
 
         def add(message: Message) -> None:
             transcript.messages.append(message)
@@ -252,6 +261,10 @@ class ModelAgent:
                 continue
             idle = 0
             if self._act(shell, response.tool_calls, deadline, info, add):
+                if pending:
+                    add(scene_message(pending.pop(0), deadline - time.monotonic()))
+                    info["scenes_done"] = info.get("scenes_done", 0) + 1
+                    continue
                 exit_reason = "submit"
                 break
         episode.fill(transcript)

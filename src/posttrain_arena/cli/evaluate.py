@@ -33,6 +33,8 @@ def eval_command(
                                         "(transcript, verifier logs) under this folder."),
     base_url: str | None = typer.Option(None, "--base-url", help="Overrides OPENAI_BASE_URL."),
     api_key: str | None = typer.Option(None, "--api-key", help="Overrides OPENAI_API_KEY."),
+    device: str | None = typer.Option(None, "--device", help="Where an hf: model runs "
+                                      "(cpu, cuda, cuda:1); default cuda when present."),
     temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="Sampling "
                                       "temperature (0 = greedy)."),
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Assistant turns per trial."),
@@ -65,7 +67,7 @@ def eval_command(
         loaded = load_suite(suite)
         if heldout:
             loaded.check_heldout()
-        chat = load_model(model, base_url=base_url, api_key=api_key)
+        chat = load_model(model, base_url=base_url, api_key=api_key, device=device)
         runner = TrialRunner(backend, records_root=records, journal=Journal(journal_path))
     except (SuiteError, ModelError, PrerequisiteError, ValueError) as exc:
         _usage(str(exc))

@@ -62,7 +62,7 @@ def evaluate(
         raise ValueError(f"k and jobs must be at least 1 (got k={k}, jobs={jobs})")
     agents = {t.name: agent_factory(t) for t in suite.tasks}
     names = {a.name for a in agents.values()}
-    agent_name = names.pop() if len(names) == 1 else "+".join(sorted(names | {"mixed"}))
+    agent_name = names.pop() if len(names) == 1 else "mixed:" + ",".join(sorted(names))
     own_journal = journal if journal is not None and runner.journal is not journal else None
     work = [(task, seed) for seed in range(k) for task in suite.tasks]
     results: list[TrialResult] = []

@@ -83,6 +83,11 @@ class ChatResponse(BaseModel):
         default=None, description="Decoded completion before tool calls were parsed out"
     )
 
+    @property
+    def text(self) -> str:
+        """The assistant's message text (alias of `content`)."""
+        return self.content
+
     def message(self) -> dict[str, Any]:
         """The assistant message to append to the conversation (OpenAI form)."""
         msg: dict[str, Any] = {"role": "assistant", "content": self.content}
