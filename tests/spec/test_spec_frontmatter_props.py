@@ -151,3 +151,4 @@ def test_template_frontmatter_is_in_the_property_space() -> None:
     yaml_text, _, _ = split_frontmatter(text, "task.md")
     model, _, findings = parse_frontmatter(yaml_text, "task.md")
     assert findings == [] and model is not None
+

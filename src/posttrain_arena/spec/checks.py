@@ -95,7 +95,7 @@ class TaskReport(BaseModel):
 def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskReport:
     """Check one package; never raises for anything found in the package itself."""
     root = Path(path)
-    name = root.resolve().name if root.exists() else root.name
+    name = os.path.basename(os.path.abspath(root))
     if not root.is_dir():
         msg = "no such directory" if not root.exists() else "not a directory"
         return TaskReport(path=str(root), name=name, findings=[
@@ -137,7 +137,7 @@ def _tree_findings(root: Path, inv: Inventory, limits: CheckLimits) -> list[Find
         out.append(_f("error", "package-too-large", str(root),
                       f"package holds {_mib(inv.total_bytes)} of files; the limit is "
                       f"{_mib(limits.max_package_bytes)}"))
-    real_root = os.path.realpath(root)
+    real_root = os.path.realpath(root) if any(e.kind == "link" for e in inv.entries) else ""
     for e in inv.entries:
         if _SUSPECT_NAME.search(e.rel):
             out.extend(_name_findings(str(root / e.rel), e.rel.rpartition("/")[2]))
