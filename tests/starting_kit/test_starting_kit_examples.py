@@ -7,6 +7,7 @@ area's tests.
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -52,6 +53,16 @@ def test_fixture_is_in_the_published_format() -> None:
         meta = load_task(root).frontmatter.metadata
         assert "license" not in meta.model_fields_set and "origin" not in meta.model_fields_set
         assert "BENCHFLOW_SKIP_VERIFIER_DEPS" in (root / "verifier" / "test.sh").read_text()
+
+
+@pytest.mark.parametrize("package", EXAMPLES, ids=lambda p: p.name)
+def test_every_check_says_what_it_checks(package: Path) -> None:
+    """Each test in an example's test_outputs.py has a docstring (reviewers read them)."""
+    tree = ast.parse((package / "verifier" / "test_outputs.py").read_text())
+    tests = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    tests = [n for n in tests if n.name.startswith("test_")]
+    assert tests
+    assert not [n.name for n in tests if not ast.get_docstring(n)]
 
 
 @package_param

@@ -1,12 +1,16 @@
 """Checks the final state of /root/project/intervals.py: merge_intervals behaves as documented.
 
-The module is imported from the workspace and called on hidden cases and on seeded
-random cases compared with a brute-force reference, so a partial fix fails.
+The agent's module runs in a separate, isolated interpreter (so nothing it does at
+import time can end or fool this pytest run); it is called on hidden cases and on
+seeded random cases compared with a brute-force reference, so a partial fix fails.
 """
 
-import importlib.util
+import json
 import os
 import random
+import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,23 +18,47 @@ import pytest
 WORKSPACE = Path(os.environ.get("BENCHFLOW_WORKSPACE", "/root"))
 MODULE_PATH = WORKSPACE / "project" / "intervals.py"
 
+# Runs in the child: load the module by path, call merge_intervals on every case.
+DRIVER = r"""
+import importlib.util, json, sys
+path, marker = sys.argv[1], sys.argv[2]
+spec = importlib.util.spec_from_file_location("intervals_under_test", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+out = {"interface": [callable(getattr(module, n, None)) for n in ("merge_intervals", "total_busy")]}
+for name, case in json.load(sys.stdin).items():
+    given = [tuple(pair) for pair in case]
+    snapshot = list(given)
+    result = module.merge_intervals(given)
+    out[name] = {"result": [list(pair) for pair in result], "mutated": given != snapshot}
+print(marker + json.dumps(out))
+"""
 
-def _load():
-    spec = importlib.util.spec_from_file_location("intervals_under_test", MODULE_PATH)
-    assert spec is not None and spec.loader is not None, f"cannot import {MODULE_PATH}"
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+CASES = {
+    "unsorted": [(8, 10), (1, 3), (2, 4)],
+    "touching": [(1, 3), (3, 5)],
+    "adjacent": [(3, 4), (1, 2)],
+    "contained": [(1, 10), (2, 3), (4, 6)],
+    "empty": [],
+    "point": [(5, 5)],
+    "points_and_spans": [(5, 5), (5, 7), (9, 9)],
+    "not_mutated": [(6, 9), (1, 2), (2, 4)],
+}
 
 
-@pytest.fixture(scope="module")
-def merge():
-    assert MODULE_PATH.is_file(), f"{MODULE_PATH} is missing"
-    return _load().merge_intervals
+def _random_cases():
+    rng = random.Random(20260301)
+    cases = {}
+    for n in range(300):
+        intervals = []
+        for _ in range(rng.randint(0, 9)):
+            start = rng.randint(0, 40)
+            intervals.append((start, start + rng.randint(0, 6)))
+        cases[f"random_{n}"] = intervals
+    return cases
 
 
-def _as_pairs(result):
-    return [tuple(pair) for pair in result]
+RANDOM_CASES = _random_cases()
 
 
 def _reference(intervals):
@@ -38,8 +66,8 @@ def _reference(intervals):
     covered = set()
     for start, end in intervals:
         covered.update(range(2 * start, 2 * end + 1))
-    runs, points = [], sorted(covered)
-    for p in points:
+    runs = []
+    for p in sorted(covered):
         if runs and p == runs[-1][1] + 1:
             runs[-1][1] = p
         else:
@@ -47,54 +75,65 @@ def _reference(intervals):
     return [(a // 2, b // 2) for a, b in runs]
 
 
-def test_module_keeps_its_interface():
+@pytest.fixture(scope="module")
+def outcome():
+    assert MODULE_PATH.is_file(), f"{MODULE_PATH} is missing"
+    marker = f"@@{secrets.token_hex(8)}@@"
+    run = subprocess.run(
+        [sys.executable, "-I", "-c", DRIVER, str(MODULE_PATH), marker],
+        input=json.dumps({**CASES, **RANDOM_CASES}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [line for line in run.stdout.splitlines() if line.startswith(marker)]
+    assert run.returncode == 0 and lines, f"intervals.py failed to run:\n{run.stderr[-2000:]}"
+    return json.loads(lines[-1][len(marker) :])
+
+
+def _pairs(outcome, name):
+    return [tuple(pair) for pair in outcome[name]["result"]]
+
+
+def test_module_keeps_its_interface(outcome):
     """intervals.py still imports and exposes merge_intervals and total_busy."""
-    module = _load()
-    assert callable(module.merge_intervals)
-    assert callable(module.total_busy)
+    assert outcome["interface"] == [True, True]
 
 
-def test_unsorted_input_is_sorted_and_merged(merge):
+def test_unsorted_input_is_sorted_and_merged(outcome):
     """Intervals given out of order are sorted by start before merging."""
-    assert _as_pairs(merge([(8, 10), (1, 3), (2, 4)])) == [(1, 4), (8, 10)]
+    assert _pairs(outcome, "unsorted") == [(1, 4), (8, 10)]
 
 
-def test_touching_intervals_merge(merge):
+def test_touching_intervals_merge(outcome):
     """Closed intervals sharing an endpoint, (1, 3) and (3, 5), become (1, 5)."""
-    assert _as_pairs(merge([(1, 3), (3, 5)])) == [(1, 5)]
+    assert _pairs(outcome, "touching") == [(1, 5)]
 
 
-def test_adjacent_integers_stay_separate(merge):
+def test_adjacent_integers_stay_separate(outcome):
     """(1, 2) and (3, 4) share no point, so they stay two intervals."""
-    assert _as_pairs(merge([(3, 4), (1, 2)])) == [(1, 2), (3, 4)]
+    assert _pairs(outcome, "adjacent") == [(1, 2), (3, 4)]
 
 
-def test_contained_interval_keeps_outer_end(merge):
+def test_contained_interval_keeps_outer_end(outcome):
     """An interval inside another, (2, 3) in (1, 10), must not shorten it."""
-    assert _as_pairs(merge([(1, 10), (2, 3), (4, 6)])) == [(1, 10)]
+    assert _pairs(outcome, "contained") == [(1, 10)]
 
 
-def test_empty_and_point_intervals(merge):
+def test_empty_and_point_intervals(outcome):
     """An empty list gives an empty list; zero-length intervals behave as points."""
-    assert _as_pairs(merge([])) == []
-    assert _as_pairs(merge([(5, 5)])) == [(5, 5)]
-    assert _as_pairs(merge([(5, 5), (5, 7), (9, 9)])) == [(5, 7), (9, 9)]
+    assert _pairs(outcome, "empty") == []
+    assert _pairs(outcome, "point") == [(5, 5)]
+    assert _pairs(outcome, "points_and_spans") == [(5, 7), (9, 9)]
 
 
-def test_input_list_is_not_modified(merge):
+def test_input_list_is_not_modified(outcome):
     """The caller's list (and its order) is unchanged after the call."""
-    given = [(6, 9), (1, 2), (2, 4)]
-    snapshot = list(given)
-    merge(given)
-    assert given == snapshot
+    assert _pairs(outcome, "not_mutated") == [(1, 4), (6, 9)]
+    assert not outcome["not_mutated"]["mutated"]
 
 
-def test_random_cases_match_reference(merge):
+def test_random_cases_match_reference(outcome):
     """300 seeded random inputs agree with a brute-force coverage reference."""
-    rng = random.Random(20260301)
-    for _ in range(300):
-        intervals = []
-        for _ in range(rng.randint(0, 9)):
-            start = rng.randint(0, 40)
-            intervals.append((start, start + rng.randint(0, 6)))
-        assert _as_pairs(merge(list(intervals))) == _reference(intervals), intervals
+    for name, intervals in RANDOM_CASES.items():
+        assert _pairs(outcome, name) == _reference(intervals), intervals
