@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.sandbox import BuildError, Limits, get_backend
-from posttrain_arena.sandbox.docker import DockerBackend
+from posttrain_arena.sandbox.docker import DockerBackend, pid_namespace
 from posttrain_arena.sandbox.reaper import reap_docker
 
 from .conftest import BASE, write_context
@@ -109,7 +109,7 @@ def test_reaper_removes_orphans_of_dead_owners(
 ) -> None:
     ref = docker_backend.build(context_dir, timeout=300)
     api = docker_backend.client.api
-    host = socket.gethostname()
+    host = f"{socket.gethostname()}:{pid_namespace()}"
     nonce = {"posttrain-arena.test-reaper": uuid.uuid4().hex}
     made = {}
     for who, owner in (("dead", f"{host}:{_dead_pid()}"), ("alive", f"{host}:{_live_pid()}")):

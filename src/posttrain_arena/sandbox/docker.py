@@ -60,8 +60,17 @@ def docker_client(timeout: int = 600) -> Any:
 
 
 def owner_label() -> str:
-    """host:pid of this process, so the reaper can tell a crashed owner's containers."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """host:pid-namespace:pid of this process, so the reaper can tell a crashed owner's
+    containers (and never judges a pid from another machine or namespace)."""
+    return f"{socket.gethostname()}:{pid_namespace()}:{os.getpid()}"
+
+
+def pid_namespace() -> str:
+    """An id of this process's pid namespace ('' if unknown)."""
+    try:
+        return os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return ""
 
 
 def _locks_dir() -> Path:

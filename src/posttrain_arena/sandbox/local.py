@@ -312,6 +312,7 @@ class LocalBackend:
         labels: Mapping[str, str] | None = None,
     ) -> LocalSession:
         """A new session with a private copy of the image's files."""
+        from posttrain_arena.sandbox.docker import pid_namespace
         from posttrain_arena.sandbox.localbuild import image_dir, read_meta
 
         src = image_dir(image)
@@ -323,7 +324,8 @@ class LocalBackend:
                 check=True,
                 capture_output=True,
             )
-            (state / "owner").write_text(f"{os.getpid()} {time.time():.0f}\n")
+            owner = f"{os.getpid()} {time.time():.0f} {pid_namespace()}\n"
+            (state / "owner").write_text(owner)
             return LocalSession(
                 image,
                 state_dir=state,

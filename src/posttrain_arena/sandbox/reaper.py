@@ -44,9 +44,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _owner_dead(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False  # another machine's container: only age can condemn it
+    from posttrain_arena.sandbox.docker import pid_namespace
+
+    host, _, rest = owner.partition(":")
+    namespace, _, pid = rest.rpartition(":")
+    if host != socket.gethostname() or namespace != pid_namespace() or not pid.isdigit():
+        return False  # another machine's or namespace's container: only age condemns it
     return not _pid_alive(int(pid))
 
 
@@ -80,6 +83,7 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
     """Delete local session directories (and stale cgroups) whose owner died or that are
     older than max_age_sec; returns (session names, cgroups removed)."""
     from posttrain_arena.sandbox.cgroups import reap_stale
+    from posttrain_arena.sandbox.docker import pid_namespace
     from posttrain_arena.sandbox.local import SESSION_PREFIX, sessions_dir
 
     removed: list[str] = []
@@ -88,13 +92,15 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
         if not d.name.startswith(SESSION_PREFIX) or not d.is_dir():
             continue
         try:
-            pid_text, _, started = (d / "owner").read_text().partition(" ")
-            pid, born = int(pid_text), float(started or 0)
-        except (OSError, ValueError):
-            pid, born = -1, d.stat().st_mtime
-        if (pid > 0 and not _pid_alive(pid)) or now - born > max_age_sec or pid < 0:
-            if pid < 0 and now - born < 60:
-                continue  # being created right now
+            fields = (d / "owner").read_text().split()
+            pid, born = int(fields[0]), float(fields[1])
+            namespace = fields[2] if len(fields) > 2 else pid_namespace()
+        except (OSError, ValueError, IndexError):
+            pid, born, namespace = -1, d.stat().st_mtime, ""
+        if pid < 0 and now - born < 60:
+            continue  # being created right now
+        owner_gone = pid > 0 and namespace == pid_namespace() and not _pid_alive(pid)
+        if owner_gone or now - born > max_age_sec or pid < 0:
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d.name)
     live = {d.name for d in sessions_dir().iterdir() if d.name.startswith(SESSION_PREFIX)}
