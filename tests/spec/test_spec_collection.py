@@ -148,3 +148,38 @@ def test_symlinked_package_is_refused(tmp_path: Path) -> None:
     outside = write_package(tmp_path / "outside")
     (root / "envs" / "linked").symlink_to(outside)
     assert "symlink-outside" in error_codes(check_collection(root))
+
+
+def test_manifest_symlink_and_huge_manifest_are_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("team_name: [leaked-secret-value\n")
+    root = write_collection(tmp_path / "c", 1, submission=None)
+    (root / "submission.yaml").symlink_to(secret)
+    report = check_collection(root)
+    assert "missing" in error_codes(report)
+    assert "leaked-secret-value" not in report.model_dump_json()
+    (root / "submission.yaml").unlink()
+    with (root / "submission.yaml").open("wb") as fh:
+        fh.truncate(64 * 1024 * 1024)  # sparse; must not be read
+    assert "too-large" in error_codes(check_collection(root))
+
+
+def test_task_md_symlink_is_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("---\nversion: [leaked-secret-value\n---\n")
+    pkg = write_package(tmp_path / "p", drop=("task.md",))
+    (pkg / "task.md").symlink_to(secret)
+    from posttrain_arena.spec.checks import check_task
+
+    report = check_task(pkg)
+    assert not report.ok and "leaked-secret-value" not in report.model_dump_json()
+
+
+def test_odd_task_folder_names(tmp_path: Path) -> None:
+    root = write_collection(tmp_path / "c", 1)
+    write_package(root / "envs" / "with space", {"environment/data/input.txt": "1\n"})
+    write_package(root / "envs" / "bell\x07", {"environment/data/input.txt": "2\n"})
+    report = check_collection(root)
+    got = {(Path(f.path).name, f.severity.value) for f in report.findings
+           if f.code == "task-name"}
+    assert got == {("with space", "warning"), ("bell\x07", "error")}

@@ -8,6 +8,7 @@ that evaluation, training and the service use, or raises SpecError.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from enum import StrEnum
 from pathlib import Path
@@ -18,13 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from posttrain_arena.spec.checks import DEFAULT_LIMITS, CheckLimits, TaskReport, check_task
 from posttrain_arena.spec.findings import Finding, Severity, SpecError
 from posttrain_arena.spec.hashing import combine_hashes
-from posttrain_arena.spec.package import TaskPackage, validation_findings
-from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
+from posttrain_arena.spec.package import TaskPackage, read_small_file, validation_findings
+from posttrain_arena.spec.yamlsafe import MAX_YAML_BYTES, YamlProblem, load_yaml
 
 SUBMISSION_YAML = "submission.yaml"
 ENVS_DIR = "envs"
 MIN_TASKS = 1
 MAX_TASKS = 200
+_TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 #: Directory entries under envs/ looked at, at most (a bound on hostile input).
 _MAX_LISTING = 5000
 
@@ -116,13 +118,12 @@ class CollectionReport(BaseModel):
 def load_submission(path: Path) -> tuple[Submission | None, list[Finding]]:
     """Validate submission.yaml; unknown keys are warnings."""
     where = str(path)
-    if not path.is_file():
-        return None, [_f("error", "missing", where, "submission.yaml is missing; add one with "
-                         "team_name, contact_email and track (see `arena task schema "
-                         "--submission`)")]
     try:
-        text = path.read_bytes().decode("utf-8")
-        data, lines = load_yaml(text)
+        raw = read_small_file(path, MAX_YAML_BYTES, SUBMISSION_YAML, "add one with team_name, "
+                              "contact_email and track (see `arena task schema --submission`)")
+        data, lines = load_yaml(raw.decode("utf-8"))
+    except SpecError as exc:
+        return None, list(exc.findings)
     except UnicodeDecodeError:
         return None, [_f("error", "encoding", where, "submission.yaml is not UTF-8 text")]
     except YamlProblem as exc:
@@ -159,6 +160,7 @@ def package_dirs(root: Path) -> tuple[list[Path], list[Finding]]:
                                "folder, not a symlink; copy it in"))
         elif entry.is_dir():
             found.append(entry)
+            findings.extend(_task_name_findings(entry))
         else:
             findings.append(_f("warning", "envs", str(entry), "not a folder; ignored"))
     return found, findings
@@ -208,6 +210,16 @@ def load_collection(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> C
     return report.collection
 
 
+def _task_name_findings(entry: Path) -> list[Finding]:
+    name = entry.name
+    if _TASK_NAME.match(name):
+        return []
+    bad = any(ord(c) < 32 or ord(c) == 127 or "\udc80" <= c <= "\udcff" for c in name)
+    return [_f("error" if bad else "warning", "task-name", str(entry),
+               "a task's folder name is its id in URLs and results: use 1-128 characters of "
+               "letters, digits, '.', '_' and '-', starting with a letter or digit")]
+
+
 def _duplicates(reports: list[TaskReport]) -> list[Finding]:
     by_hash: dict[str, list[str]] = {}
     for r in reports:
@@ -224,5 +236,6 @@ def _duplicates(reports: list[TaskReport]) -> list[Finding]:
 
 def _f(severity: str, code: str, path: str, message: str, line: int | None = None,
        field: str | None = None) -> Finding:
-    return Finding(severity=Severity(severity), code=code, path=path, line=line, field=field,
-                   message=message)
+    shown = path.encode("utf-8", "backslashreplace").decode("utf-8")  # printable, JSON-safe
+    return Finding(severity=Severity(severity), code=code, path=shown, line=line,
+                   field=field, message=message)

@@ -7,6 +7,8 @@ deeper checks in `checks.py` add warnings and the safety checks.
 
 from __future__ import annotations
 
+import os
+import stat
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -69,16 +71,39 @@ class TaskPackage(BaseModel):
         return self.environment_dir / "Dockerfile"
 
 
+def read_small_file(path: Path, limit: int, label: str, hint: str) -> bytes:
+    """The bytes of a manifest file; SpecError when missing, not a regular file or large.
+
+    Symlinks are refused (never followed): a manifest linked to a file outside the
+    package would have its content quoted back in error messages.
+    """
+    where = str(path)
+    try:
+        info = path.lstat()
+    except OSError:
+        raise SpecError([_err("missing", where, f"{label} is missing; {hint}")]) from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
+        what = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+        raise SpecError([_err("missing", where, f"{label} is {what}; it must be a plain file")])
+    if info.st_size > limit:
+        raise SpecError([_err("too-large", where, f"{label} is {info.st_size} bytes; the "
+                              f"limit is {limit} bytes")])
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(limit + 1)
+    except OSError as exc:
+        raise SpecError([_err("unreadable", where, f"cannot read {label}: "
+                              f"{exc.strerror or exc}")]) from None
+    if len(raw) > limit:
+        raise SpecError([_err("too-large", where, f"{label} is over {limit} bytes")])
+    return raw
+
+
 def read_task_md(path: Path) -> str:
     """task.md's text; SpecError when missing, too large, binary or not UTF-8."""
     where = str(path)
-    if not path.is_file():
-        raise SpecError([_err("missing", where, "task.md is missing; run `arena task new`")])
-    size = path.stat().st_size
-    if size > MAX_TASK_MD_BYTES:
-        raise SpecError([_err("too-large", where, f"task.md is {size} bytes; the limit is "
-                              f"{MAX_TASK_MD_BYTES} bytes")])
-    raw = path.read_bytes()
+    raw = read_small_file(path, MAX_TASK_MD_BYTES, "task.md", "run `arena task new`")
     if b"\0" in raw:
         raise SpecError([_err("binary", where, "task.md is binary; it must be UTF-8 text")])
     try:
