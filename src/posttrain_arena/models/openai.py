@@ -55,6 +55,7 @@ class OpenAIChatModel:
         self.base_url = self.base_url.rstrip("/")
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         self._token_ids = token_ids
+        self._limit_key = "max_tokens"
         self.max_retries = max_retries
         self.backoff_sec = backoff_sec
         self.max_backoff_sec = max_backoff_sec
@@ -82,7 +83,7 @@ class OpenAIChatModel:
             "messages": [_wire_message(m) for m in messages],
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
-            "max_tokens": sampling.max_new_tokens,
+            self._limit_key: sampling.max_new_tokens,
             "logprobs": True,
         }
         if tools:
@@ -120,6 +121,12 @@ class OpenAIChatModel:
                 self._token_ids = False
                 for key in _VLLM_OPTIONS:
                     body.pop(key, None)
+                return self._post(body)
+            if resp.status_code == 400 and "max_tokens" in body and \
+                    "max_completion_tokens" in resp.text:
+                # Newer OpenAI models only take the newer name of the same limit.
+                self._limit_key = "max_completion_tokens"
+                body["max_completion_tokens"] = body.pop("max_tokens")
                 return self._post(body)
             last = f"HTTP {resp.status_code}: {resp.text[:300]}"
             if resp.status_code not in TRANSIENT_STATUS:
