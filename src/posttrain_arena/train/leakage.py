@@ -5,12 +5,13 @@ A training task is excluded when
 * its canonical content hash equals a held-out task's (an exact copy, under any name), or
 * its prompt and verifier text nearly duplicate a held-out task's: after normalising
   (lowercase; the task's own name and numbers removed; punctuation to spaces), the
-  Jaccard similarity of their word shingles is at least the threshold (0.8 by default).
+  Jaccard similarity of the word 3-shingles of prompt + verifier is at least the
+  threshold (0.8 by default) *and* the prompts alone are at least half alike.
 
-Shingles that appear in most documents (boilerplate such as a shared `test.sh`) are
-dropped before comparing once there are enough documents to tell, so two unrelated
-tasks that share a harness do not look alike. Candidates are found through an inverted
-index, so the gate stays fast at thousands of tasks.
+The second condition keeps apart tasks that share a generic verifier (one harness that
+reads expected values from data files) but ask for different things; a copy that was
+renamed and lightly reworded still matches both. Candidates are found through an
+inverted index, so the gate stays fast at thousands of tasks.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from pydantic import BaseModel, Field
 
 VERIFIER_TEXT_FILES = ("verifier.py", "test_outputs.py", "test.sh")
 MAX_TEXT_BYTES = 256 * 1024
-BOILERPLATE_MIN_DOCS = 20
-BOILERPLATE_SHARE = 0.5
+PROMPT_FLOOR = 0.5
 
 _WORD = re.compile(r"[a-z_]+")
 
@@ -37,7 +37,12 @@ class LeakageDoc:
 
     name: str
     checksum: str
-    text: str
+    prompt: str
+    verifier: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.prompt}\n{self.verifier}"
 
 
 class Exclusion(BaseModel):
@@ -52,14 +57,14 @@ class Exclusion(BaseModel):
 
 def doc_for_task(name: str, checksum: str, prompt: str, root: Path) -> LeakageDoc:
     """Gather prompt + verifier text of a task directory (bounded reads, no execution)."""
-    parts = [prompt]
+    parts: list[str] = []
     verifier = root / "verifier"
     for fname in VERIFIER_TEXT_FILES:
         path = verifier / fname
         if path.is_file() and not path.is_symlink():
             with path.open("rb") as fh:
                 parts.append(fh.read(MAX_TEXT_BYTES).decode("utf-8", "replace"))
-    return LeakageDoc(name=name, checksum=checksum, text="\n".join(parts))
+    return LeakageDoc(name=name, checksum=checksum, prompt=prompt, verifier="\n".join(parts))
 
 
 def normalise(text: str, name: str = "") -> list[str]:
@@ -104,10 +109,7 @@ def find_leaks(
     by_checksum = {doc.checksum: doc.name for doc in held_out}
     train_sh = {d.name: shingles(normalise(d.text, d.name), shingle_size) for d in training}
     held_sh = {d.name: shingles(normalise(d.text, d.name), shingle_size) for d in held_out}
-    boiler = _boilerplate([*train_sh.values(), *held_sh.values()])
-    if boiler:
-        train_sh = {k: v - boiler for k, v in train_sh.items()}
-        held_sh = {k: v - boiler for k, v in held_sh.items()}
+    held_by_name = {d.name: d for d in held_out}
     index: dict[str, list[str]] = defaultdict(list)
     for name, sh in held_sh.items():
         for s in sh:
@@ -127,13 +129,12 @@ def find_leaks(
             for name in index.get(s, ()):
                 shared[name] += 1
         best_name, best = "", 0.0
-        for name, inter in shared.items():
+        for name, inter in sorted(shared.items()):
             score = inter / (len(mine) + len(held_sh[name]) - inter)
-            if score > best or (score == best and name < best_name):
+            if score >= threshold and score > best and _prompt_similarity(
+                    doc, held_by_name[name], shingle_size) >= PROMPT_FLOOR:
                 best_name, best = name, score
-        if not mine:  # nothing left to compare (empty prompt and verifier)
-            continue
-        if best >= threshold:
+        if best_name:
             out.append(Exclusion(task=doc.name, reason="near-duplicate", held_out_task=best_name,
                                  similarity=round(best, 4),
                                  detail=f"prompt+verifier text {best:.0%} similar (word "
@@ -142,11 +143,6 @@ def find_leaks(
     return out
 
 
-def _boilerplate(docs: list[set[str]]) -> set[str]:
-    if len(docs) < BOILERPLATE_MIN_DOCS:
-        return set()
-    df: Counter[str] = Counter()
-    for sh in docs:
-        df.update(sh)
-    limit = BOILERPLATE_SHARE * len(docs)
-    return {s for s, n in df.items() if n > limit}
+def _prompt_similarity(a: LeakageDoc, b: LeakageDoc, size: int) -> float:
+    return jaccard(shingles(normalise(a.prompt, a.name), size),
+                   shingles(normalise(b.prompt, b.name), size))

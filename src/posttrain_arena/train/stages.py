@@ -186,7 +186,8 @@ class StageRunner:
                                      message=f"{type(exc).__name__}: {exc}"))
             raise
         (partial / ".input_hash").unlink(missing_ok=True)
-        record = StageRecord(name=stage.name, input_hash=want, output_hash=dir_hash(partial),
+        output_hash = hash_json({"files": dir_hash(partial), "summary": summary})
+        record = StageRecord(name=stage.name, input_hash=want, output_hash=output_hash,
                              summary=summary, started_at=started, finished_at=time.time())
         tmp = partial / (DONE + ".tmp")
         tmp.write_text(record.model_dump_json(indent=2))

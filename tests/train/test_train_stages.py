@@ -1,0 +1,98 @@
+"""Stages are content-addressed and resume after a kill, between stages or inside one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from posttrain_arena.train.stages import Stage, StageContext, StageEvent, StageRunner
+
+
+class Killed(Exception):
+    """Stands in for the process dying."""
+
+
+def _graph(calls: list[str], config: str = "c1") -> list[Stage]:
+    def first(ctx: StageContext) -> dict[str, Any]:
+        calls.append("first")
+        (ctx.work_dir / "out.txt").write_text(config)
+        return {"n": 1}
+
+    def second(ctx: StageContext) -> dict[str, Any]:
+        calls.append("second")
+        upstream = (ctx.output_of("first") / "out.txt").read_text()
+        done = ctx.work_dir / "units.jsonl"
+        have = done.read_text().splitlines() if done.exists() else []
+        for unit in range(len(have), 4):  # durable units: the stage's own checkpoints
+            with done.open("a") as fh:
+                fh.write(json.dumps(unit) + "\n")
+            ctx.checkpoint(f"unit {unit}")
+        return {"upstream": upstream, "resumed": ctx.resumed}
+
+    def third(ctx: StageContext) -> dict[str, Any]:
+        calls.append("third")
+        return {}
+
+    return [Stage("first", first, config), Stage("second", second, "x", reads=("first",)),
+            Stage("third", third, "y", reads=("second",))]
+
+
+def _killer(stage: str, status: str, nth: int = 1) -> Any:
+    seen = [0]
+
+    def progress(e: StageEvent) -> None:
+        if e.stage == stage and e.status == status:
+            seen[0] += 1
+            if seen[0] == nth:
+                raise Killed(f"{stage} {status}")
+
+    return progress
+
+
+def _run(tmp: Path, calls: list[str], progress: Any = None, config: str = "c1") -> StageRunner:
+    runner = StageRunner(tmp, progress=progress or (lambda e: None), resume=True)
+    for stage in _graph(calls, config):
+        runner.run(stage)
+    return runner
+
+
+def test_kill_between_stages_resumes_at_the_first_unfinished(tmp_path: Path) -> None:
+    calls: list[str] = []
+    with pytest.raises(Killed):
+        _run(tmp_path, calls, _killer("third", "start"))
+    assert calls == ["first", "second"]
+    calls.clear()
+    runner = _run(tmp_path, calls)
+    assert calls == ["third"]  # first and second were not recomputed
+    assert runner.computed == ["third"]
+    assert (tmp_path / "stages" / "third" / "done.json").is_file()
+
+
+def test_kill_inside_a_stage_continues_from_its_checkpoint(tmp_path: Path) -> None:
+    calls: list[str] = []
+    with pytest.raises(Killed):
+        _run(tmp_path, calls, _killer("second", "checkpoint", nth=2))
+    partial = tmp_path / "stages" / "second.partial" / "units.jsonl"
+    assert partial.read_text().splitlines() == ["0", "1"]
+    calls.clear()
+    runner = _run(tmp_path, calls)
+    assert calls == ["second", "third"]
+    record = runner.records["second"]
+    assert record.summary["resumed"] is True
+    units = (tmp_path / "stages" / "second" / "units.jsonl").read_text().splitlines()
+    assert units == ["0", "1", "2", "3"]  # each unit done exactly once
+    assert not (tmp_path / "stages" / "second.partial").exists()
+
+
+def test_changed_inputs_recompute_that_stage_and_everything_after(tmp_path: Path) -> None:
+    calls: list[str] = []
+    _run(tmp_path, calls)
+    calls.clear()
+    _run(tmp_path, calls)
+    assert calls == []
+    _run(tmp_path, calls, config="c2")
+    assert calls == ["first", "second", "third"]
+    assert (tmp_path / "stages" / "first" / "out.txt").read_text() == "c2"
