@@ -103,6 +103,16 @@ class CollectionReport(BaseModel):
     def ok(self) -> bool:
         return not self.errors
 
+    @property
+    def all_findings(self) -> list[Finding]:
+        """Collection-level findings, then each package's, in package order."""
+        return self.findings + [f for t in self.tasks for f in t.findings]
+
+    @property
+    def eligible_tasks(self) -> list[TaskPackage]:
+        """Packages that check clean on their own (whatever the collection-level errors)."""
+        return [t.package for t in self.tasks if t.package is not None]
+
     def to_json(self) -> dict[str, Any]:
         """A plain dict for `--json` output."""
         data = self.model_dump(mode="json", exclude={"tasks"})
