@@ -160,3 +160,30 @@ def test_a_file_cannot_exceed_the_storage_limit(backend: Backend, image: ImageRe
         assert int(r.stdout.strip()) <= 4 << 20
     finally:
         s.stop()
+
+
+def test_mounts_are_visible_and_copyable(backend: Backend, image: ImageRef, tmp_path: Path) -> None:
+    from posttrain_arena.sandbox import Mount
+
+    ro, rw = tmp_path / "ro", tmp_path / "rw"
+    ro.mkdir()
+    rw.mkdir()
+    (ro / "given.txt").write_text("given")
+    s = backend.start(
+        image,
+        limits=Limits(),
+        mounts=[
+            Mount(source=ro, target="/verifier", read_only=True),
+            Mount(source=rw, target="/logs/out", read_only=False),
+        ],
+    )
+    try:
+        r = s.exec("cat /verifier/given.txt; echo w > /logs/out/w.txt; echo x > /verifier/x")
+        assert r.stdout == "given" and r.exit_code != 0
+        assert (rw / "w.txt").read_text() == "w\n" and not (ro / "x").exists()
+        s.copy_out("/verifier/given.txt", tmp_path / "back.txt")
+        assert (tmp_path / "back.txt").read_text() == "given"
+        s.copy_in(ro / "given.txt", "/logs/out/in.txt")
+        assert s.exec("cat /logs/out/in.txt").stdout == "given"
+    finally:
+        s.stop()

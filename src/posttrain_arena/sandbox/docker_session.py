@@ -203,6 +203,18 @@ class DockerSession:
             self.copy_out(path, Path(tmp) / "f")
             return (Path(tmp) / "f").read_bytes()
 
+    def changed_paths(self) -> list[str]:
+        """Paths changed, added or deleted since the container started, as the engine
+        (not the container, which its processes may have tampered with) reports them.
+        Used by shared-mode verification to tell whether the verifier's runtime moved."""
+        import docker.errors
+
+        try:
+            changes = self.api.diff(self.container) or []
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"cannot list changes of session {self.id}: {exc}") from exc
+        return [str(c.get("Path", "")) for c in changes]
+
     # -- lifecycle --------------------------------------------------------------------
     def kill_all(self) -> None:
         """SIGKILL every process but PID 1 (the idle anchor)."""

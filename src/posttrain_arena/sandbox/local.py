@@ -118,7 +118,11 @@ class LocalSession:
         self.id = state_dir.name
         self.image = image
         self.state_dir = state_dir
-        self.fs = SandboxFS(state_dir / "fs", roots)
+        self.fs = SandboxFS(
+            state_dir / "fs",
+            roots,
+            [(normalize(m.target), Path(m.source), not m.read_only) for m in mounts or []],
+        )
         self.limits = limits
         self.mounts = list(mounts or [])
         self.labels = dict(labels or {})

@@ -66,12 +66,20 @@ def root_for(path: str, roots: list[str] | tuple[str, ...] = DEFAULT_ROOTS) -> s
 class SandboxFS:
     """Maps a session's sandbox paths to host paths under `state` (its `fs/` directory)."""
 
-    def __init__(self, state: Path, roots: list[str]) -> None:
+    def __init__(
+        self, state: Path, roots: list[str], mounts: list[tuple[str, Path, bool]] | None = None
+    ) -> None:
         self.state = state
         self.roots = sorted(set(roots), key=len, reverse=True)
+        # (sandbox target, host source, writable), innermost first
+        self.mounts = sorted(mounts or [], key=lambda m: len(m[0]), reverse=True)
 
     def host_of(self, path: str) -> tuple[Path | None, bool]:
         """(host path, writable) of a normalized sandbox path, without resolving links."""
+        for target, source, writable in self.mounts:
+            if is_under(path, target):
+                rel = path[len(target) :].lstrip("/")
+                return (source / rel if rel else source), writable
         for root in self.roots:
             if is_under(path, root):
                 return self.state / path.lstrip("/"), True
