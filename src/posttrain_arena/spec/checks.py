@@ -106,6 +106,8 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
     readable = not any(f.severity is Severity.ERROR for f in findings)
     if readable:
         hash_contents(inv, _leak_candidates(inv))
+        findings += [_f("error", "unreadable", str(root / rel), f"cannot read: {why}")
+                     for rel, why in inv.unreadable]
     parsed = parse_task_md(root)
     findings += parsed.findings + _task_md_warnings(root, parsed)
     kind = _verifier_kind(inv)

@@ -126,8 +126,12 @@ def hash_contents(inv: Inventory, digest_for: set[str] | None = None) -> None:
             tree.update(b"L" + (entry.target or "").encode("utf-8", "surrogateescape"))
         else:
             tree.update(b"F")
-            with open(os.path.join(root, entry.rel), "rb") as fh:
-                data = fh.read()
+            try:
+                with open(os.path.join(root, entry.rel), "rb") as fh:
+                    data = fh.read()
+            except OSError as exc:
+                inv.unreadable.append((entry.rel, exc.strerror or str(exc)))
+                return  # no checksum: the package cannot be hashed
             tree.update(data)
             if digest_for is None or entry.rel in digest_for:
                 entry.digest = hashlib.sha256(data).hexdigest()
