@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,19 @@ PACKAGES = EXAMPLES + FIXTURES
 MAX_PACKAGE_BYTES = 50 * 1024
 
 package_param = pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
+_SOLVED: dict[str, Path] = {}
+
+
+def _solved_copy(package: Path, factory: pytest.TempPathFactory, dest: Path) -> Path:
+    """A copy of the workspace after the oracle ran (the oracle runs once per package)."""
+    if package.name not in _SOLVED:
+        workspace = factory.mktemp(f"solved-{package.name}") / "root"
+        env = replay.seed_workspace(package, workspace)
+        solved = replay.run_oracle(package, workspace, env)
+        assert solved.returncode == 0, solved.stdout + solved.stderr
+        _SOLVED[package.name] = workspace
+    shutil.copytree(_SOLVED[package.name], dest, symlinks=True)
+    return dest
 
 
 def test_one_example_per_domain() -> None:
@@ -103,12 +117,11 @@ def test_dockerfile_needs_no_network(package: Path) -> None:
 
 
 @package_param
-def test_oracle_replay_passes(package: Path, tmp_path: Path) -> None:
+def test_oracle_replay_passes(
+    package: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """oracle/solve.sh on a freshly seeded workspace makes every verifier check pass."""
-    workspace = tmp_path / "root"
-    env = replay.seed_workspace(package, workspace)
-    solved = replay.run_oracle(package, workspace, env)
-    assert solved.returncode == 0, solved.stdout + solved.stderr
+    workspace = _solved_copy(package, tmp_path_factory, tmp_path / "root")
     verifier = replay.copy_verifier(package, tmp_path)
     verdict = replay.run_verifier(verifier, workspace)
     assert verdict.returncode == 0, verdict.stdout + verdict.stderr
@@ -125,12 +138,12 @@ def test_empty_trial_fails(package: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("package", EXAMPLES, ids=lambda p: p.name)
-def test_plausible_wrong_answer_fails(package: Path, tmp_path: Path) -> None:
+def test_plausible_wrong_answer_fails(
+    package: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """A plausible but wrong solution (a typical slip, applied after the oracle) fails."""
     assert package.name in WRONG_ANSWERS, f"add a wrong answer for {package.name}"
-    workspace = tmp_path / "root"
-    env = replay.seed_workspace(package, workspace)
-    assert replay.run_oracle(package, workspace, env).returncode == 0
+    workspace = _solved_copy(package, tmp_path_factory, tmp_path / "root")
     WRONG_ANSWERS[package.name](workspace)
     verifier = replay.copy_verifier(package, tmp_path)
     verdict = replay.run_verifier(verifier, workspace)
@@ -138,14 +151,17 @@ def test_plausible_wrong_answer_fails(package: Path, tmp_path: Path) -> None:
 
 
 @package_param
-def test_test_sh_writes_the_reward(package: Path, tmp_path: Path) -> None:
+def test_test_sh_writes_the_reward(
+    package: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """verifier/test.sh exits 0 and writes 1.0 after the oracle, 0.0 for an empty trial."""
     for solve, expected in ((False, 0.0), (True, 1.0)):
         case = tmp_path / ("oracle" if solve else "empty")
         workspace = case / "root"
-        env = replay.seed_workspace(package, workspace)
         if solve:
-            assert replay.run_oracle(package, workspace, env).returncode == 0
+            _solved_copy(package, tmp_path_factory, workspace)
+        else:
+            replay.seed_workspace(package, workspace)
         verifier = replay.copy_verifier(package, case)
         logs = case / "logs" / "verifier"
         done = replay.run_test_sh(verifier, workspace, logs)
