@@ -107,6 +107,9 @@ def create_challenge(
     base_model: str = typer.Option(..., "--base-model", help="Base model id or path"),
     revision: str = typer.Option(..., "--revision", help="Pinned base model revision"),
     recipe: str = typer.Option(..., "--recipe", help="Server path to the recipe TOML"),
+    recipe_hash: str | None = typer.Option(
+        None, "--recipe-hash", help="Recipe hash (default: sha256 of the --recipe file)"
+    ),
     suite: str | None = typer.Option(None, "--suite", help="Server path to the sealed suite"),
     suite_hash: str | None = typer.Option(None, "--suite-hash", help="Suite hash (no --suite)"),
     suite_size: int | None = typer.Option(None, "--suite-size", help="Suite size (no --suite)"),
@@ -130,7 +133,8 @@ def create_challenge(
     try:
         body = ChallengeCreate(
             slug=slug, title=title, description=description, base_model=base_model,
-            base_model_revision=revision, recipe=recipe, suite_path=suite,
+            base_model_revision=revision, recipe=recipe, recipe_hash=recipe_hash,
+            suite_path=suite,
             suite_hash=suite_hash, suite_size=suite_size,
             suite_domain_counts={} if suite is None and suite_hash else None,
             public_sample=sample, price_per_hour=price, timeout_sec=timeout,

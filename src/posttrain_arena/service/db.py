@@ -66,12 +66,11 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        """A session for queries; rolled back at the end."""
+        """A session for queries; closed (its transaction rolled back) at the end.
+
+        Objects read stay usable afterwards (detached, not expired)."""
         with self._read() as session:
-            try:
-                yield session
-            finally:
-                session.rollback()
+            yield session
 
     @contextmanager
     def write(self) -> Iterator[Session]:

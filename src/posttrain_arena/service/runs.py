@@ -109,6 +109,7 @@ def launch(session: Session, principal: Principal, req: RunRequest) -> tuple[Run
             return existing, False
     ch = get_challenge(session, req.challenge)
     col = get_collection(session, req.collection_id)
+    principal.require_owner_or_editor(col.owner_id, "launching a run")
     checks = evaluate_checks(session, principal, ch, col, budget)
     failed = [c for c in checks if c.status is CheckStatus.FAIL]
     if failed:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 
 def api_router() -> APIRouter:
-    """Every API route, under /api (plus /AGENTS.md)."""
-    from posttrain_arena.service.api import board, challenges, collections, runs, system
+    """Every API route, under /api (plus /AGENTS.md).
 
-    router = APIRouter()
+    Every route resolves the caller, so a bad token is a 401 even on public reads.
+    """
+    from posttrain_arena.service.api import board, challenges, collections, runs, system
+    from posttrain_arena.service.api.deps import get_principal
+
+    router = APIRouter(dependencies=[Depends(get_principal)])
     for module in (system, challenges, collections, runs, board):
         router.include_router(module.router)
     return router

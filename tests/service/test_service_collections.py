@@ -1,0 +1,221 @@
+"""Registering collections: git (file:// repo), archives (good and hostile), server paths."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.service.conftest import Arena
+
+
+def _tar(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for info, data in members:
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
+def _post(arena: Arena, data: bytes, filename: str = "c.tar.gz"):  # type: ignore[no-untyped-def]
+    return arena.call(
+        "POST", "/api/collections/upload", "author", content=data, params={"filename": filename}
+    )
+
+
+def test_upload_registers_checks_and_pins(
+    arena: Arena, tmp_path: Path, new_collection: Any
+) -> None:
+    resp = arena.upload(new_collection(n_tasks=3))
+    assert resp.status_code == 201, resp.text
+    col = resp.json()
+    assert col["task_count"] == 3 and col["eligible_count"] == 3
+    assert col["error_count"] == 0 and col["content_hash"].startswith("sha256:")
+    assert sum(col["domain_counts"].values()) == 3
+    assert col["owner_id"] == arena.ids["author"]
+    stored = Path(arena.settings.collections_dir / str(col["id"]))
+    assert (stored / "submission.yaml").is_file()
+    listed = arena.call("GET", "/api/collections?owner=me", "author").json()
+    assert [c["id"] for c in listed] == [col["id"]]
+
+
+def test_upload_as_multipart_form(arena: Arena, tmp_path: Path, new_collection: Any) -> None:
+    from posttrain_arena.service.client import pack_dir
+
+    data = pack_dir(new_collection())
+    resp = arena.call(
+        "POST",
+        "/api/collections/upload",
+        "author",
+        files={"file": ("form.tar.gz", data, "application/gzip")},
+        data={"name": "From a form"},
+    )
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["name"] == "From a form"
+
+
+def test_zip_upload_and_findings_for_a_broken_task(
+    arena: Arena, tmp_path: Path, new_collection: Any
+) -> None:
+    root = new_collection(n_tasks=2)
+    (root / "envs" / "task-team-1" / "task.md").write_text("no frontmatter\n")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for p in sorted(root.rglob("*")):
+            if p.is_file():
+                zf.write(p, p.relative_to(root).as_posix())
+    resp = _post(arena, buf.getvalue(), "c.zip")
+    assert resp.status_code == 201, resp.text
+    col = resp.json()
+    assert col["task_count"] == 2 and col["eligible_count"] == 1 and col["error_count"] >= 1
+    assert any("task-team-1/task.md" in f["path"] for f in col["findings"])
+
+
+@pytest.mark.parametrize("name", ["../evil.txt", "/etc/evil.txt", "a/../../evil.txt"])
+def test_path_traversal_is_refused(arena: Arena, name: str) -> None:
+    resp = _post(arena, _tar([(tarfile.TarInfo(name), b"x")]))
+    assert resp.status_code == 400
+    assert "outside" in resp.json()["detail"] or "absolute" in resp.json()["detail"]
+    assert not (arena.settings.data_dir.parent / "evil.txt").exists()
+
+
+@pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE])
+def test_links_in_archives_are_refused(arena: Arena, kind: bytes) -> None:
+    link = tarfile.TarInfo("col/envs/secret")
+    link.type = kind
+    link.linkname = "/etc/passwd"
+    resp = _post(arena, _tar([(tarfile.TarInfo("col/submission.yaml"), b"a: 1\n"), (link, None)]))
+    assert resp.status_code == 400
+    assert "link" in resp.json()["detail"]
+
+
+def test_symlink_in_zip_is_refused(arena: Arena) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        info = zipfile.ZipInfo("envs/link")
+        info.external_attr = 0o120777 << 16
+        zf.writestr(info, "/etc/passwd")
+    resp = _post(arena, buf.getvalue(), "c.zip")
+    assert resp.status_code == 400 and "link" in resp.json()["detail"]
+
+
+def test_oversized_upload_and_unpacked_bomb(arena: Arena) -> None:
+    big = bytes(arena.settings.upload_max_bytes + 1)
+    resp = _post(arena, big)
+    assert resp.status_code == 413
+    # Small compressed, large unpacked: counted while reading, refused.
+    bomb = _tar([(tarfile.TarInfo("col/big.bin"), bytes(arena.settings.unpacked_max_bytes + 10))])
+    assert len(bomb) < arena.settings.upload_max_bytes
+    resp = _post(arena, bomb)
+    assert resp.status_code == 413 and "bytes" in resp.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "data", [b"not an archive at all", b"PK\x03\x04broken zip", b"\x1f\x8b\x08\x00garbage", b""]
+)
+def test_malformed_archives_are_400(arena: Arena, data: bytes) -> None:
+    resp = _post(arena, data)
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["detail"]
+    leftovers = [p for p in arena.settings.collections_dir.iterdir()]
+    assert leftovers == []
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@e.org", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_registration_pins_the_commit(
+    arena: Arena, tmp_path: Path, new_collection: Any
+) -> None:
+    repo = new_collection(n_tasks=2)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    first = _git(repo, "rev-parse", "HEAD")
+    # A hook in the source repository must never run on the server.
+    new_task_dir = repo / "envs" / "task-team-0"
+    (new_task_dir / "extra.txt").write_text("second commit\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "two")
+    second = _git(repo, "rev-parse", "HEAD")
+    url = f"file://{repo}"
+    resp = arena.call("POST", "/api/collections/git", "author", json={"url": url, "ref": "main"})
+    assert resp.status_code == 201, resp.text
+    col = resp.json()
+    assert col["commit"] == second and col["source_ref"] == "main"
+    assert col["eligible_count"] == 2
+    old = arena.call("POST", "/api/collections/git", "author", json={"url": url, "ref": first})
+    assert old.status_code == 201, old.text
+    assert old.json()["commit"] == first
+    assert old.json()["content_hash"] != col["content_hash"]
+    bad = arena.call(
+        "POST", "/api/collections/git", "author", json={"url": url, "ref": "no-such-branch"}
+    )
+    assert bad.status_code == 400
+    assert (
+        arena.call(
+            "POST",
+            "/api/collections/git",
+            "author",
+            json={"url": "--upload-pack=touch /tmp/x", "ref": "main"},
+        ).status_code
+        == 400
+    )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_repository_with_a_symlink_or_too_many_files(
+    arena: Arena, tmp_path: Path, new_collection: Any
+) -> None:
+    repo = new_collection(n_tasks=1)
+    (repo / "envs" / "sneaky").symlink_to("/etc")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    resp = arena.call(
+        "POST", "/api/collections/git", "author", json={"url": f"file://{repo}", "ref": "main"}
+    )
+    assert resp.status_code == 400 and "link" in resp.json()["detail"]
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(arena.settings.max_files + 1):
+        (many / f"f{i}").write_text(str(i))
+    _git(many, "init", "-q", "-b", "main")
+    _git(many, "add", ".")
+    _git(many, "commit", "-qm", "many")
+    resp = arena.call(
+        "POST", "/api/collections/git", "author", json={"url": f"file://{many}", "ref": "main"}
+    )
+    assert resp.status_code == 413
+
+
+def test_server_path_needs_an_editor_or_an_allowed_root(
+    arena: Arena, tmp_path: Path, new_collection: Any
+) -> None:
+    root = new_collection()
+    body = {"path": str(root)}
+    assert arena.call("POST", "/api/collections/path", "author", json=body).status_code == 403
+    resp = arena.call("POST", "/api/collections/path", "editor", json=body)
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["source_kind"] == "path" and resp.json()["eligible_count"] == 2
+    missing = arena.call(
+        "POST", "/api/collections/path", "editor", json={"path": str(tmp_path / "nope")}
+    )
+    assert missing.status_code == 400

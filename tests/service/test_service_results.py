@@ -1,0 +1,141 @@
+"""Collect (coverage), review (append-only), leaderboard ranking and intervals."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from posttrain_arena.service.stage_plan import FunctionStage, RunContext, snapshot
+from posttrain_arena.service.worker import Worker
+
+if TYPE_CHECKING:
+    from tests.service.conftest import Arena
+
+
+def _score_stage(change: float, n_tasks: int | None = None) -> FunctionStage:
+    def stage(ctx: RunContext) -> dict[str, Any]:
+        n = ctx.challenge["suite_size"] if n_tasks is None else n_tasks
+        return {
+            "score": {
+                "base_pass_rate": 0.5,
+                "final_pass_rate": 0.5 + change / 100,
+                "change_pp": change,
+                "ci_low": change - 4,
+                "ci_high": change + 4,
+                "n_tasks": n,
+                "per_domain": {},
+            }
+        }
+
+    return FunctionStage("pipeline", stage)
+
+
+def scored_run(
+    arena: Arena, col_id: int, change: float, who: str = "author", n_tasks: int | None = None
+) -> int:
+    resp = arena.call(
+        "POST", "/api/runs", who, json={"challenge": "micro", "collection_id": col_id}
+    )
+    assert resp.status_code == 201, resp.text
+    stages = [FunctionStage("snapshot", snapshot), _score_stage(change, n_tasks)]
+    Worker(arena.db, arena.settings, stages).poll_once()
+    assert arena.call("GET", f"/api/runs/{resp.json()['id']}").json()["state"] == "scored"
+    return int(resp.json()["id"])
+
+
+def test_collect_review_and_rank(
+    arena: Arena, challenge: dict[str, Any], new_collection: Any
+) -> None:
+    a = arena.upload(new_collection(team="alpha")).json()["id"]
+    b = arena.upload(new_collection(team="beta")).json()["id"]
+    c = arena.upload(new_collection(team="gamma")).json()["id"]
+    runs = {
+        "a1": scored_run(arena, a, 10.0),
+        "a2": scored_run(arena, a, 20.0),
+        "b1": scored_run(arena, b, 25.0),
+        "c1": scored_run(arena, c, 40.0),
+    }
+    for key, run_id in runs.items():
+        resp = arena.call("POST", f"/api/runs/{run_id}/collect", "author")
+        assert resp.status_code == 201, (key, resp.text)
+        assert resp.json()["status"] == "pending"
+    # Collecting again returns the stored result (append-only, idempotent).
+    again = arena.call("POST", f"/api/runs/{runs['a1']}/collect", "author")
+    assert again.status_code == 200
+    assert arena.call("GET", "/api/challenges/micro/leaderboard").json()["pending"] == 4
+    assert (
+        arena.call(
+            "POST", f"/api/runs/{runs['a1']}/review", "author", json={"decision": "accept"}
+        ).status_code
+        == 403
+    )
+    for key in ("a1", "a2", "b1"):
+        resp = arena.call(
+            "POST",
+            f"/api/runs/{runs[key]}/review",
+            "editor",
+            json={"decision": "accept", "note": "looks right"},
+        )
+        assert resp.status_code == 200 and resp.json()["status"] == "accepted"
+    no_note = arena.call(
+        "POST", f"/api/runs/{runs['c1']}/review", "editor", json={"decision": "reject"}
+    )
+    assert no_note.status_code == 400
+    rej = arena.call(
+        "POST",
+        f"/api/runs/{runs['c1']}/review",
+        "editor",
+        json={"decision": "reject", "note": "suite leak"},
+    )
+    assert rej.json()["status"] == "rejected"
+    twice = arena.call(
+        "POST",
+        f"/api/runs/{runs['c1']}/review",
+        "editor",
+        json={"decision": "accept", "note": "changed my mind"},
+    )
+    assert twice.status_code == 409
+    board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+    ranked = [(e["rank"], e["collection_id"], e["n"], e["mean_change_pp"]) for e in board["ranked"]]
+    assert ranked == [(1, b, 1, 25.0), (2, a, 2, 15.0)]
+    beta, alpha = board["ranked"]
+    assert (beta["ci_low"], beta["ci_high"]) == (21.0, 29.0)  # one run: its own interval
+    assert alpha["ci_low"] < 15.0 < alpha["ci_high"]  # two runs: t-interval of the mean
+    assert [r["collection_id"] for r in board["rejected"]] == [c]
+    assert board["rejected"][0]["note"] == "suite leak" and board["pending"] == 0
+    listed = arena.call("GET", "/api/challenges/micro/results").json()
+    assert {r["status"] for r in listed} == {"accepted", "rejected"}
+
+
+def test_collect_needs_a_scored_run_with_full_coverage(
+    arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]
+) -> None:
+    partial = scored_run(arena, collection["id"], 5.0, n_tasks=challenge["suite_size"] - 1)
+    resp = arena.call("POST", f"/api/runs/{partial}/collect", "author")
+    assert resp.status_code == 409 and "cover" in resp.json()["detail"]
+    assert arena.call("GET", f"/api/runs/{partial}/result").status_code == 404
+    queued = arena.call(
+        "POST",
+        "/api/runs",
+        "author",
+        json={"challenge": "micro", "collection_id": collection["id"]},
+    ).json()
+    resp = arena.call("POST", f"/api/runs/{queued['id']}/collect", "author")
+    assert resp.status_code == 409 and "queued" in resp.json()["detail"]
+    assert arena.call("POST", f"/api/runs/{queued['id']}/collect", "other").status_code == 403
+
+
+def test_cooldown_after_a_counted_run(
+    arena: Arena, collection: dict[str, Any], challenge_body: dict[str, Any]
+) -> None:
+    body = {**challenge_body, "cooldown_sec": 3600}
+    assert arena.call("POST", "/api/challenges", "admin", json=body).status_code == 201
+    scored_run(arena, collection["id"], 1.0)
+    pre = arena.call(
+        "POST",
+        "/api/runs/preflight",
+        "author",
+        json={"challenge": "micro", "collection_id": collection["id"]},
+    ).json()
+    checks = {c["name"]: c for c in pre["checks"]}
+    assert pre["ok"] is False and checks["cooldown"]["status"] == "FAIL"
+    assert "wait" in checks["cooldown"]["reason"]
