@@ -130,3 +130,31 @@ def test_load_model_from_directory(tmp_path: Path, client: TransformersChatModel
     ref = client.chat(_conversation(), tools=TOOLS,
                       sampling=SamplingParams(temperature=0, max_new_tokens=4))
     assert resp.completion_token_ids == ref.completion_token_ids
+
+
+def test_conversation_tokens_match_the_agent_format(client: TransformersChatModel) -> None:
+    """Training targets written from a finished conversation are the ids the agent
+    would record: the text decodes to the template's rendering, and mask 1 covers
+    exactly the assistant bodies and their end tokens."""
+    from posttrain_arena.agents.model import submit_call_message
+
+    messages = [*_conversation(), submit_call_message(1).model_dump()]
+    ids, mask = client.conversation_tokens(messages, TOOLS)
+    tok = client.tokenizer
+    rendered = client.render(messages, TOOLS, add_generation_prompt=False)
+    assert tok.decode(ids) == rendered[: rendered.rindex("<|im_end|>") + len("<|im_end|>")]
+    spans, current = [], []
+    for i, m in zip(ids, mask, strict=True):
+        if m:
+            current.append(i)
+        elif current:
+            spans.append(current)
+            current = []
+    spans.append(current)
+    texts = [tok.decode(s) for s in spans]
+    assert len(texts) == 2 and all(t.endswith("<|im_end|>") for t in texts)
+    assert '"command": "echo hello > out.txt"' in texts[0] and '"submit"' in texts[1]
+    # The prompt of the second turn is what the live client builds from the first's ids.
+    first_end = len(spans[0]) + mask.index(1)
+    prompt = client.prompt_ids(messages[:-1], TOOLS, prefix_ids=ids[:first_end])
+    assert ids[: len(prompt)] == prompt and mask[len(prompt)] == 1

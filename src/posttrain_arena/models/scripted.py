@@ -16,7 +16,8 @@ A YAML/JSON mapping may instead hold several scripts chosen by the task prompt:
 
 The n-th assistant turn of a conversation gets the n-th response, so one client is
 safe to share between concurrent trials. Past the end it answers with plain text and
-no call, which ends the agent's episode.
+no call, which ends the agent's episode. It reports no token ids; its usage counts are
+estimates (characters / 4).
 """
 
 from __future__ import annotations

@@ -111,6 +111,47 @@ class TransformersChatModel:
                 return prefix + self.encode(tail + full[len(through):])
         return self.encode(full)
 
+    def completion_ids(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> list[int]:
+        """Ids the model would generate for the last (assistant) message: its rendered
+        body plus the end-of-turn token. Used to write training targets."""
+        if not messages or messages[-1].get("role") != "assistant":
+            raise ModelError("completion_ids needs a conversation ending in an assistant turn")
+        before = self.render(messages[:-1], tools)
+        full = self.render(messages, tools, add_generation_prompt=False)
+        eos_text = self.tokenizer.eos_token or ""
+        if not full.startswith(before) or eos_text not in full[len(before):]:
+            raise ModelError(f"{self.name}: the chat template does not render an assistant "
+                             "turn as generation prompt + body + eos; cannot split it")
+        body = full[len(before):]
+        return [*self.encode(body[: body.rindex(eos_text)]), self.eos_ids[0]]
+
+    def conversation_tokens(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> tuple[list[int], list[int]]:
+        """(ids, mask) of a whole conversation exactly as the model agent would record
+        it: each prompt continues the previous ids, mask 1 on assistant completions.
+        Ends after the last assistant turn. Training on these matches inference."""
+        ids: list[int] = []
+        mask: list[int] = []
+        for i, message in enumerate(messages):
+            if message.get("role") != "assistant":
+                continue
+            prompt = self.prompt_ids(messages[:i], tools, prefix_ids=ids or None)
+            if prompt[: len(ids)] != ids:
+                raise ModelError(f"{self.name}: the chat template re-renders earlier turns "
+                                 "differently; conversations cannot be one token sequence")
+            added = prompt[len(ids):]
+            completion = self.completion_ids(messages[: i + 1], tools)
+            ids += added + completion
+            mask += [0] * len(added) + [1] * len(completion)
+        return ids, mask
+
     # -- generation ------------------------------------------------------------------
 
     def chat(
