@@ -106,6 +106,7 @@ def test_host_is_read_only_and_hidden(local: LocalBackend, tmp_path: Path) -> No
     s = local.start(ref, limits=Limits())
     try:
         r = s.exec("touch /usr/x 2>&1; ls /work /home/* 2>&1; echo $HOME; ls -d /root/.pyenv")
+        assert s.exec("cat /etc/shadow").stdout == ""  # host secrets are masked
         assert "Read-only file system" in r.stdout
         assert "/work" in r.stdout and "No such file" in r.stdout
         assert not Path("/usr/x").exists()

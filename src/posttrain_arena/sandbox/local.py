@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import queue
 import shlex
 import shutil
 import subprocess
@@ -50,6 +51,35 @@ def sessions_dir() -> Path:
     return path
 
 
+TRASH_PREFIX = ".trash-"
+_trash: queue.SimpleQueue[Path] = queue.SimpleQueue()
+_trash_worker: threading.Thread | None = None
+_trash_guard = threading.Lock()
+
+
+def discard(directory: Path) -> None:
+    """Delete a session directory without making the caller wait: rename it aside (one
+    metadata operation) and let a background thread remove it. (Unlinking is slow on
+    file systems mounted with `discard`.) What a crash leaves, `reap_local` removes."""
+    global _trash_worker
+    trash = directory.with_name(TRASH_PREFIX + directory.name)
+    try:
+        directory.rename(trash)
+    except OSError:
+        shutil.rmtree(directory, ignore_errors=True)
+        return
+    _trash.put(trash)
+    with _trash_guard:
+        if _trash_worker is None or not _trash_worker.is_alive():
+            _trash_worker = threading.Thread(target=_empty_trash, name="arena-trash", daemon=True)
+            _trash_worker.start()
+
+
+def _empty_trash() -> None:
+    while True:
+        shutil.rmtree(_trash.get(), ignore_errors=True)
+
+
 def bwrap_path() -> str:
     """The bwrap binary, or PrerequisiteError saying how to install it."""
     found = shutil.which("bwrap")
@@ -77,6 +107,8 @@ def base_bwrap_args(
             args += ["--symlink", os.readlink(host), f"/{name}"]
         elif host.is_dir():
             args += ["--ro-bind", str(host), f"/{name}"]
+    for secret in _host_secrets():  # the host's /etc is shared; its secrets are not
+        args += ["--ro-bind", "/dev/null", secret]
     args += ["--dev", "/dev", "--proc", "/proc"]
     for root in sorted(fs.roots, key=len):
         host = fs.state / root.lstrip("/")
@@ -86,6 +118,13 @@ def base_bwrap_args(
         args += ["--ro-bind" if m.read_only else "--bind", str(m.source), m.target]
     args += ["--remount-ro", "/"]
     return args
+
+
+def _host_secrets() -> list[str]:
+    """Files of the host's /etc that a sandbox must not read (password hashes, keys)."""
+    names = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"]
+    names += [str(p) for p in Path("/etc/ssh").glob("ssh_host_*_key")]
+    return [n for n in names if os.path.isfile(n)]
 
 
 def _uid_of(user: str | None) -> int | None:
@@ -199,18 +238,17 @@ class LocalSession:
                 self._running.discard(proc)
 
     def _limited(self, args: list[str]) -> list[str]:
-        """Wrap bwrap so it starts inside the session's cgroups, under rlimits. (A shell
-        and prlimit rather than preexec_fn, which is unsafe with threads.)"""
-        fsize = self.limits.storage_mb << 20
-        limits = [f"--fsize={fsize}", "--core=0"]
+        """Wrap bwrap in a shell that joins the session's cgroups and sets rlimits before
+        exec'ing it (rather than preexec_fn, which is unsafe with threads)."""
+        # POSIX sh ulimit units: -f in 512-byte blocks, -v in KiB
+        steps = [f"ulimit -f {(self.limits.storage_mb << 20) // 512}", "ulimit -c 0"]
         if self.cgroup is None:  # no memory cgroup: cap each process's address space
-            limits.append(f"--as={max(self.limits.memory_mb, 256) << 20}")
-        prefix = ["prlimit", *limits, "--"]
-        if self.cgroup is None:
-            return [*prefix, *args]
-        procs = " ".join(shlex.quote(str(d / "cgroup.procs")) for d in self.cgroup.dirs)
-        enter = f'for g in {procs}; do echo $$ > "$g" || exit 125; done; exec "$@"'
-        return ["/bin/sh", "-c", enter, "arena-enter", *prefix, *args]
+            steps.append(f"ulimit -v {max(self.limits.memory_mb, 256) << 10}")
+        else:
+            for d in self.cgroup.dirs:
+                steps.append(f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}")
+        script = " && ".join(steps) + ' || exit 125; exec "$@"'
+        return ["/bin/sh", "-c", script, "arena-enter", *args]
 
     # -- files ------------------------------------------------------------------------
     def copy_in(self, src: Path, dest: str) -> None:
@@ -248,7 +286,7 @@ class LocalSession:
         self.kill_all()
         if self.cgroup is not None:
             self.cgroup.remove()
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+        discard(self.state_dir)
 
     def __enter__(self) -> LocalSession:
         return self

@@ -84,11 +84,14 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
     older than max_age_sec; returns (session names, cgroups removed)."""
     from posttrain_arena.sandbox.cgroups import reap_stale
     from posttrain_arena.sandbox.docker import pid_namespace
-    from posttrain_arena.sandbox.local import SESSION_PREFIX, sessions_dir
+    from posttrain_arena.sandbox.local import SESSION_PREFIX, TRASH_PREFIX, sessions_dir
 
     removed: list[str] = []
     now = time.time()
     for d in sessions_dir().iterdir():
+        if d.name.startswith(TRASH_PREFIX) and now - d.stat().st_mtime > 60:
+            shutil.rmtree(d, ignore_errors=True)  # a process ended before emptying its trash
+            continue
         if not d.name.startswith(SESSION_PREFIX) or not d.is_dir():
             continue
         try:
