@@ -7,17 +7,15 @@ build context and, for plain names, exist there). Nothing here builds or runs an
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _DIRECTIVE = re.compile(r"^#\s*([A-Za-z]+)\s*=\s*(\S+)\s*$")
 _GLOB_OR_VAR = re.compile(r"[*?\[$]")
 
 
-@dataclass(frozen=True, slots=True)
-class Instruction:
+class Instruction(NamedTuple):
     """One logical instruction, continuation lines joined."""
 
     keyword: str
@@ -73,8 +71,7 @@ def first_instruction(instructions: list[Instruction]) -> Instruction | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class CopySource:
+class CopySource(NamedTuple):
     """A source operand of COPY or ADD from the build context."""
 
     source: str
@@ -103,6 +100,8 @@ def _operands(args: str) -> list[str] | None:
         flags.append(flag)
         rest = rest.lstrip()
     if rest.startswith("["):
+        import json  # only exec-form COPY needs it; keep `arena` start-up lean
+
         try:
             value = json.loads(rest)
         except ValueError:

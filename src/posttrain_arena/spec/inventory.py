@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -23,28 +22,37 @@ from posttrain_arena.spec.hashing import IGNORED_NAMES
 EntryKind = Literal["file", "dir", "link", "other"]
 
 
-@dataclass(slots=True)
 class Entry:
     """One path in the package, relative to its root, POSIX separators."""
 
-    rel: str
-    kind: EntryKind
-    size: int = 0
-    target: str | None = None
-    link_to_dir: bool = False
-    digest: str | None = None
+    # A plain slotted class: thousands are made per collection, and dataclass
+    # generation would cost more at import than the class saves in typing.
+    __slots__ = ("digest", "kind", "link_to_dir", "rel", "size", "target")
+
+    def __init__(self, rel: str, kind: EntryKind, size: int = 0, target: str | None = None):
+        self.rel = rel
+        self.kind = kind
+        self.size = size
+        self.target = target
+        self.link_to_dir = False
+        self.digest: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Entry({self.rel!r}, {self.kind!r}, size={self.size})"
 
 
-@dataclass(slots=True)
 class Inventory:
     """What one walk of a package found."""
 
-    root: Path
-    entries: list[Entry] = field(default_factory=list)
-    unreadable: list[tuple[str, str]] = field(default_factory=list)
-    truncated: bool = False
-    total_bytes: int = 0
-    checksum: str | None = None
+    __slots__ = ("checksum", "entries", "root", "total_bytes", "truncated", "unreadable")
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.entries: list[Entry] = []
+        self.unreadable: list[tuple[str, str]] = []
+        self.truncated = False
+        self.total_bytes = 0
+        self.checksum: str | None = None
 
     def under(self, top: str) -> list[Entry]:
         """Entries inside the top-level folder `top` (excluding the folder itself)."""
