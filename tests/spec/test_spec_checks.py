@@ -228,3 +228,11 @@ def test_checks_never_execute_package_code(make_package: PackageFactory,
     check_task(root)
     load_task(root)
     assert not marker.exists()
+
+
+def test_a_collection_passed_as_a_task_gets_a_hint(tmp_path: Path) -> None:
+    from .conftest import write_collection
+
+    report = check_task(write_collection(tmp_path / "c", 1))
+    assert "missing" in codes(report, Severity.ERROR)
+    assert "collection" in codes(report, Severity.WARNING)

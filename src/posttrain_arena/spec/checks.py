@@ -110,6 +110,9 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
                      for rel, why in inv.unreadable]
     parsed = parse_task_md(root)
     findings += parsed.findings + _task_md_warnings(root, parsed)
+    if parsed.body is None and (root / "envs").is_dir():
+        findings.append(_f("warning", "collection", str(root), "this looks like a collection "
+                           "(it has envs/); check it with `arena collection check`"))
     kind = _verifier_kind(inv)
     findings += _layout_findings(root, inv, kind)
     findings += _dockerfile_findings(root, inv)
