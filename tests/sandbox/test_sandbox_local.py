@@ -145,3 +145,24 @@ def test_reaper_removes_sessions_of_a_crashed_process(
     assert left.is_dir() and left.parent == sessions_dir(), out.stderr
     removed, _ = reap_local(max_age_sec=3600)
     assert left.name in removed and not left.exists()
+
+
+def test_setup_failure_is_a_sandbox_error_not_an_exit_code(
+    local: LocalBackend, tmp_path: Path
+) -> None:
+    from posttrain_arena.sandbox import Mount
+
+    ref = local.build(write_context(tmp_path, "FROM x\n"), timeout=60)
+    s = local.start(ref, limits=Limits(), mounts=[Mount(tmp_path / "missing", "/x")])
+    try:
+        with pytest.raises(SandboxError, match="set up"):
+            s.exec("true")
+    finally:
+        s.stop()
+    s = local.start(ref, limits=Limits())
+    try:  # a command that only looks like a setup failure is the command's failure
+        r = s.exec("echo 'bwrap: Cannot find source path' >&2; exit 1")
+        assert r.exit_code == 1
+        assert s.exec(["no-such-command"]).exit_code == 127
+    finally:
+        s.stop()

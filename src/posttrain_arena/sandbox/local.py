@@ -204,17 +204,35 @@ class LocalSession:
         uid = _uid_of(user)
         if uid is not None:
             args += ["--uid", str(uid), "--gid", str(uid)]
-        args += ["--", *argv]
         if not self.fs.host_path(cwd, write=False).exists():
             raise SandboxError(f"exec: workdir {cwd} does not exist in session {self.id}")
-        result = run_with_deadline(
-            self._limited(args),
-            timeout=timeout,
-            env={"PATH": BASE_PATH},
-            on_output=on_output,
-            kill_extra=self.cgroup.kill if self.cgroup is not None else None,
-            register=self._register,
-        )
+        # The first thing that runs inside writes one byte on this pipe (and closes it)
+        # before the command starts: without it, a failure is the sandbox's (setup), never
+        # the command's, and a command cannot pass its own failure off as one.
+        status_r, status_w = os.pipe()
+        ready = f'printf x >&{status_w} && exec {status_w}>&- && exec "$@"'
+        args += ["--", "/bin/bash", "-c", ready, "arena-exec", *argv]
+        try:
+            result = run_with_deadline(
+                self._limited(args),
+                timeout=timeout,
+                env={"PATH": BASE_PATH},
+                on_output=on_output,
+                kill_extra=self.cgroup.kill if self.cgroup is not None else None,
+                register=self._register,
+                pass_fds=(status_w,),
+                after_start=lambda: os.close(status_w),
+            )
+            with os.fdopen(status_r, "rb") as fh:
+                status = fh.read()
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(status_r)
+            raise
+        if status != b"x" and not result.timed_out:
+            raise SandboxError(
+                f"bubblewrap could not set up session {self.id}: {result.stderr.strip()[-500:]}"
+            )
         if (
             not result.timed_out
             and result.exit_code == 137

@@ -59,19 +59,26 @@ def run_with_deadline(
     on_output: Callable[[str], None] | None = None,
     kill_extra: Callable[[], None] | None = None,
     register: Callable[[subprocess.Popen[bytes], bool], None] | None = None,
+    pass_fds: tuple[int, ...] = (),
+    after_start: Callable[[], None] | None = None,
 ) -> ExecResult:
     """Run argv; on timeout kill its process group (and `kill_extra`) and return
     timed_out=True with exit code 137."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-        close_fds=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=pass_fds,
+        )
+    finally:
+        if after_start is not None:
+            after_start()
     if register is not None:
         register(proc, True)
     out, err = OutputCapture(on_output), OutputCapture(on_output)
