@@ -8,6 +8,8 @@ that evaluation, training and the service use, or raises SpecError.
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
 from collections import Counter
 from enum import StrEnum
@@ -158,13 +160,17 @@ def package_dirs(root: Path) -> tuple[list[Path], list[Finding]]:
                        "envs/NAME/")]
     found: list[Path] = []
     findings: list[Finding] = []
-    for i, entry in enumerate(sorted(envs.iterdir())):
-        if i >= _MAX_LISTING:
-            findings.append(_f("error", "too-many-tasks", str(envs),
-                               f"more than {_MAX_LISTING} entries in envs/"))
-            break
-        if entry.name.startswith(("_", ".")):
+    with os.scandir(envs) as it:  # bounded before sorting: envs/ may be hostile
+        names = [e.name for e in itertools.islice(it, _MAX_LISTING + 1)]
+    if len(names) > _MAX_LISTING:
+        findings.append(_f("error", "too-many-tasks", str(envs),
+                           f"more than {_MAX_LISTING} entries in envs/; only the first "
+                           f"{_MAX_LISTING} were looked at"))
+        names = names[:_MAX_LISTING]
+    for name in sorted(names):
+        if name.startswith(("_", ".")):
             continue
+        entry = envs / name
         if entry.is_symlink():
             findings.append(_f("error", "symlink-outside", str(entry), "a package must be a "
                                "folder, not a symlink; copy it in"))
