@@ -1,24 +1,23 @@
 """score.json: what a run changed on the held-out suite, and everything needed to trust it.
 
-The change is final minus base pass rate in percentage points, over held-out tasks
-scored in both evaluations (a task whose samples all failed on infrastructure in
-either is left out and counted). Its 95% interval is a paired bootstrap over tasks and
-its p-value an exact McNemar test on discordant tasks (sign test on per-task rate
-changes when k > 1).
+The change and its statistics come from `evaluate.stats.compare` on the baseline and
+final EvalReports: final minus base mean task pass rate in percentage points, over tasks
+scored in both (tasks lost to infrastructure in either are left out and listed), with a
+seeded paired bootstrap 95% interval over tasks and an exact sign test (McNemar's exact
+test when k = 1).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain_arena.train.evaluation import EvalSummary
+from posttrain_arena.evaluate.report import EvalReport
+from posttrain_arena.evaluate.stats import Comparison, DomainChange, TaskChange
 from posttrain_arena.train.leakage import Exclusion
 
 SCHEMA_VERSION = 1
-BOOTSTRAP_RESAMPLES = 10_000
 
 
 class PassRates(BaseModel):
@@ -42,25 +41,6 @@ class Change(BaseModel):
     paired_tasks: int = Field(description="Tasks scored in both evaluations")
     dropped_tasks: list[str] = Field(default_factory=list,
                                      description="Tasks left out (unscored in one evaluation)")
-
-
-class DomainChange(BaseModel):
-    """Per-domain breakdown."""
-
-    domain: str
-    tasks: int
-    base: float
-    final: float
-    delta_pp: float
-
-
-class TaskChange(BaseModel):
-    """A task whose pass rate went down."""
-
-    task: str
-    domain: str
-    base: float
-    final: float
 
 
 class Provenance(BaseModel):
@@ -93,8 +73,9 @@ class Score(BaseModel):
     base: PassRates | None = None
     final: PassRates | None = None
     change: Change | None = None
-    per_domain: list[DomainChange] = Field(default_factory=list)
-    regressed_tasks: list[TaskChange] = Field(default_factory=list)
+    per_domain: list[DomainChange] = Field(default_factory=list, description="Per domain")
+    regressed_tasks: list[TaskChange] = Field(default_factory=list,
+                                              description="Tasks whose pass rate fell")
     improved_tasks: int = Field(default=0, description="Tasks whose pass rate went up")
     teacher: dict[str, Any] = Field(default_factory=dict, description="Teacher coverage")
     sft: dict[str, Any] = Field(default_factory=dict, description="SFT metrics")
@@ -109,84 +90,18 @@ class Score(BaseModel):
                                 description="What stops a scored run (dry runs)")
 
 
-def pass_rates(summary: EvalSummary) -> PassRates:
-    return PassRates(pass_rate=summary.pass_rate,
-                     tasks=sum(t.rate is not None for t in summary.tasks),
-                     samples_per_task=summary.samples_per_task,
-                     infra_failures=summary.infra_failures, per_domain=summary.per_domain())
+def pass_rates(report: EvalReport) -> PassRates:
+    """The summary of one evaluation that score.json keeps."""
+    return PassRates(pass_rate=report.overall.pass_rate or 0.0,
+                     tasks=report.overall.scored_tasks, samples_per_task=report.k,
+                     infra_failures=report.overall.infra_errors,
+                     per_domain={d.name: d.pass_rate or 0.0 for d in report.domains})
 
 
-def paired_change(base: EvalSummary, final: EvalSummary, *, seed: int) -> Change:
-    """Paired change over tasks scored in both evaluations."""
-    b, f = base.rates(), final.rates()
-    names = [n for n in b if b[n] is not None and f.get(n) is not None]
-    dropped = sorted(set(b) - set(names))
-    xs = [float(b[n]) for n in names]  # type: ignore[arg-type]
-    ys = [float(f[n]) for n in names]  # type: ignore[arg-type]
-    if not names:
-        return Change(delta_pp=0.0, ci95_low_pp=0.0, ci95_high_pp=0.0, p_value=1.0,
-                      test="none (no task scored in both)", paired_tasks=0,
-                      dropped_tasks=dropped)
-    diffs = [y - x for x, y in zip(xs, ys, strict=True)]
-    delta = sum(diffs) / len(diffs)
-    low, high = _bootstrap_ci(diffs, seed)
-    binary = all(v in (0.0, 1.0) for v in xs + ys)
-    up = sum(d > 0 for d in diffs)
-    down = sum(d < 0 for d in diffs)
-    p = _exact_binomial_two_sided(up, up + down)
-    return Change(delta_pp=100 * delta, ci95_low_pp=100 * low, ci95_high_pp=100 * high,
-                  p_value=p, test="exact McNemar" if binary else "sign test (per-task rates)",
-                  paired_tasks=len(names), dropped_tasks=dropped)
+def change_of(cmp: Comparison) -> Change:
+    """The headline change from a paired comparison."""
+    return Change(delta_pp=cmp.change_pp, ci95_low_pp=cmp.ci_low_pp, ci95_high_pp=cmp.ci_high_pp,
+                  p_value=cmp.p_value,
+                  test="exact sign test on tasks that moved (exact McNemar when k = 1)",
+                  paired_tasks=cmp.tasks, dropped_tasks=cmp.excluded)
 
-
-def _bootstrap_ci(diffs: list[float], seed: int) -> tuple[float, float]:
-    import numpy as np
-
-    arr = np.asarray(diffs, dtype=float)
-    if len(arr) == 1 or float(arr.std()) == 0.0:
-        m = float(arr.mean())
-        return m, m
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(arr), size=(BOOTSTRAP_RESAMPLES, len(arr)))
-    means = arr[idx].mean(axis=1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
-def _exact_binomial_two_sided(k: int, n: int) -> float:
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(0, min(k, n - k) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
-def domain_changes(base: EvalSummary, final: EvalSummary) -> list[DomainChange]:
-    b, f = base.rates(), final.rates()
-    domain = {t.task: t.domain for t in base.tasks}
-    rows: dict[str, list[tuple[float, float]]] = {}
-    for name, rb in b.items():
-        rf = f.get(name)
-        if rb is not None and rf is not None:
-            rows.setdefault(domain[name], []).append((rb, rf))
-    out = []
-    for d, pairs in sorted(rows.items()):
-        mb = sum(p[0] for p in pairs) / len(pairs)
-        mf = sum(p[1] for p in pairs) / len(pairs)
-        out.append(DomainChange(domain=d, tasks=len(pairs), base=mb, final=mf,
-                                delta_pp=100 * (mf - mb)))
-    return out
-
-
-def regressions(base: EvalSummary, final: EvalSummary) -> tuple[list[TaskChange], int]:
-    """Tasks whose rate went down, and how many went up."""
-    b, f = base.rates(), final.rates()
-    domain = {t.task: t.domain for t in base.tasks}
-    down, up = [], 0
-    for name, rb in sorted(b.items()):
-        rf = f.get(name)
-        if rb is None or rf is None:
-            continue
-        if rf < rb:
-            down.append(TaskChange(task=name, domain=domain[name], base=rb, final=rf))
-        elif rf > rb:
-            up += 1
-    return down, up

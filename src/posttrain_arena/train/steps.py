@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from posttrain_arena.agents.model import AgentSettings, ModelAgent
+from posttrain_arena.evaluate.report import EvalReport
 from posttrain_arena.spec.hashing import tree_hash
 from posttrain_arena.spec.package import TaskPackage
-from posttrain_arena.train import evaluation, leakage, score
+from posttrain_arena.train import leakage, score
 from posttrain_arena.train.recipe import Recipe, RecipeError
 from posttrain_arena.train.sources import TaskSet, fetch, load_taskset
 from posttrain_arena.train.stages import StageContext, StageRunner
@@ -107,13 +108,19 @@ class Steps:
         return ModelAgent(model, self.settings(temperature), name=name)
 
     def evaluate(self, ctx: StageContext, tasks: list[TaskPackage], location: str, name: str,
-                 k: int, journal: str = "journal.jsonl") -> evaluation.EvalSummary:
+                 k: int, journal: str = "journal.jsonl") -> EvalReport:
+        """k samples (seeds 0..k-1) of the policy at `location` on `tasks`, resumable."""
+        from posttrain_arena.evaluate.runner import evaluate, model_agents
+        from posttrain_arena.evaluate.suite import suite_from_tasks
+
         agent = self.policy_agent(location, name)
-        j = Journal(ctx.work_dir / journal)
-        return evaluation.evaluate_policy(
-            tasks, agent, run_trial=lambda t, a, s: self.trial(t, a, s, j), k=k,
-            seed=self.r.runtime.seed, concurrency=self.r.runtime.concurrency, policy=location,
-            on_step=lambda d, n: ctx.step(d, n, name))
+        return evaluate(
+            suite_from_tasks(list(tasks), source=f"{ctx.name}:{name}"),
+            model_agents(agent.model, agent.settings, name=name), k=k,
+            jobs=self.r.runtime.concurrency, runner=self.runner,
+            journal=Journal(ctx.work_dir / journal), model=location,
+            agent_timeout=self.r.agent.timeout_sec,
+            progress=lambda d, n, _r: ctx.step(d, n, name))
 
     def gate_sample(self) -> list[TaskPackage]:
         tasks = self.kept_training()
@@ -125,6 +132,7 @@ class Steps:
 
     def snapshot(self, ctx: StageContext) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        loaded: dict[str, TaskSet] = {}
         for which, loc, commit in (("collection", self.r.train.collection, self.r.train.commit),
                                    ("suite", self.r.eval.suite, self.r.eval.commit)):
             src, pinned = fetch(self.r.resolve(loc), commit, ctx.work_dir / f"{which}.git")
@@ -136,6 +144,7 @@ class Steps:
             shutil.rmtree(ctx.work_dir / f"{which}.git", ignore_errors=True)
             ts = load_taskset(dest, kind=which,
                               max_tasks=self.r.train.max_tasks if which == "collection" else None)
+            loaded[which] = ts
             out[which] = {"location": loc, "commit": pinned, "content_hash": ts.content_hash,
                           "tasks": len(ts.tasks), "domains": _domains(ts.tasks)}
         sealed = self.r.eval.sha256
@@ -144,6 +153,12 @@ class Steps:
                               f"{out['suite']['content_hash']}; the suite changed since it "
                               "was sealed (or the recipe names the wrong one)")
         out["suite"]["sealed"] = bool(sealed)
+        from posttrain_arena.evaluate.suite import suite_from_tasks
+
+        # A held-out suite should spread over domains; report, do not block (a recipe's
+        # own suite may be small).
+        out["suite"]["composition_warnings"] = suite_from_tasks(
+            loaded["suite"].tasks).composition_violations()
         model_loc = self.r.model_location()
         local = Path(model_loc).exists()
         out["model"] = {"id": self.r.model.id, "revision": self.r.model.revision,
@@ -163,11 +178,10 @@ class Steps:
         return {"excluded": len(excl), "kept": len(kept)}
 
     def baseline(self, ctx: StageContext) -> dict[str, Any]:
-        s = self.evaluate(ctx, self.taskset("suite").tasks, self.r.model_location(),
-                          "policy:base", self.r.runtime.k)
-        evaluation.save_summary(s, ctx.work_dir / "eval.json")
-        return {"pass_rate": s.pass_rate, "infra_failures": s.infra_failures,
-                "seconds": s.seconds}
+        report = self.evaluate(ctx, self.taskset("suite").tasks, self.r.model_location(),
+                               "policy:base", self.r.runtime.k)
+        report.save(ctx.work_dir / "eval.json")
+        return _eval_summary(report)
 
     def teacher(self, ctx: StageContext) -> dict[str, Any]:
         from posttrain_arena.train.teacher import OracleTeacherAgent, run_teacher
@@ -221,10 +235,12 @@ class Steps:
                                  g.samples, "journal-base.jsonl")
             tuned = self.evaluate(ctx, sample, policy_location(ctx.output_of("sft")),
                                   "policy:gate-sft", g.samples, "journal-sft.jsonl")
-            drop = 100 * (base.pass_rate - tuned.pass_rate)
+            base_rate = base.overall.pass_rate or 0.0
+            sft_rate = tuned.overall.pass_rate or 0.0
+            drop = 100 * (base_rate - sft_rate)
             passed = drop <= g.max_drop_pp
-            out = {"ran": True, "tasks": [t.name for t in sample], "base_rate": base.pass_rate,
-                   "sft_rate": tuned.pass_rate, "drop_pp": drop, "passed": passed,
+            out = {"ran": True, "tasks": [t.name for t in sample], "base_rate": base_rate,
+                   "sft_rate": sft_rate, "drop_pp": drop, "passed": passed,
                    "action": "continue" if passed else g.on_fail}
         (ctx.work_dir / "gate.json").write_text(json.dumps(out, indent=2))
         if not out["passed"] and g.on_fail == "fail":
@@ -264,10 +280,10 @@ class Steps:
         if gate.get("ran"):
             before = float(gate["sft_rate"])
         else:
-            before = self.evaluate(ctx, sample, sft_policy, "policy:pre-grpo",
-                                   cfg.gate.samples, "journal-before.jsonl").pass_rate
+            before = self.evaluate(ctx, sample, sft_policy, "policy:pre-grpo", cfg.gate.samples,
+                                   "journal-before.jsonl").overall.pass_rate or 0.0
         after = self.evaluate(ctx, sample, str(ctx.work_dir / "policy"), "policy:post-grpo",
-                              cfg.gate.samples, "journal-after.jsonl").pass_rate
+                              cfg.gate.samples, "journal-after.jsonl").overall.pass_rate or 0.0
         metrics["training_tasks_checked"] = [t.name for t in sample]
         metrics["training_pass_rate_before"] = before
         metrics["training_pass_rate_after"] = after
@@ -275,21 +291,21 @@ class Steps:
         return metrics
 
     def final(self, ctx: StageContext) -> dict[str, Any]:
-        s = self.evaluate(ctx, self.taskset("suite").tasks,
-                          policy_location(ctx.output_of("grpo")), "policy:final",
-                          self.r.runtime.k)
-        evaluation.save_summary(s, ctx.work_dir / "eval.json")
-        return {"pass_rate": s.pass_rate, "infra_failures": s.infra_failures,
-                "seconds": s.seconds}
+        report = self.evaluate(ctx, self.taskset("suite").tasks,
+                               policy_location(ctx.output_of("grpo")), "policy:final",
+                               self.r.runtime.k)
+        report.save(ctx.work_dir / "eval.json")
+        return _eval_summary(report)
 
     def score(self, ctx: StageContext) -> dict[str, Any]:
         from posttrain_arena import __version__
+        from posttrain_arena.evaluate.stats import compare
 
-        base = evaluation.load_summary(ctx.output_of("baseline") / "eval.json")
-        final = evaluation.load_summary(ctx.output_of("final") / "eval.json")
+        base = EvalReport.load(ctx.output_of("baseline") / "eval.json")
+        final = EvalReport.load(ctx.output_of("final") / "eval.json")
+        cmp = compare(base, final, seed=self.r.runtime.seed)
         snap = json.loads((ctx.output_of("snapshot") / "snapshot.json").read_text())
         leaks = json.loads((ctx.output_of("leakage") / "leakage.json").read_text())
-        regressed, improved = score.regressions(base, final)
         rt = self.r.runtime
         prov = score.Provenance(
             model_id=self.r.model.id, model_revision=self.r.model.revision,
@@ -300,15 +316,16 @@ class Steps:
             suite=snap["suite"]["location"], suite_commit=snap["suite"]["commit"],
             suite_hash=snap["suite"]["content_hash"], suite_sealed=snap["suite"]["sealed"],
             package_version=__version__,
-            seeds={"runtime": rt.seed, "eval_sample_seeds": rt.seed * 1000},
+            seeds={"runtime": rt.seed, "bootstrap": rt.seed, "eval_first_seed": 0,
+                   "eval_last_seed": rt.k - 1},
             sandbox_backend=str(getattr(self._runner, "backend_name", rt.sandbox)),
             created_at=datetime.now(UTC).isoformat(timespec="seconds"))
         records = {n: rec for n, rec in ctx.upstream.items()}
         result = score.Score(
             status="scored", run_dir=str(self.run_dir), base=score.pass_rates(base),
-            final=score.pass_rates(final), change=score.paired_change(base, final, seed=rt.seed),
-            per_domain=score.domain_changes(base, final), regressed_tasks=regressed,
-            improved_tasks=improved, teacher=records["teacher"].summary,
+            final=score.pass_rates(final), change=score.change_of(cmp), per_domain=cmp.domains,
+            regressed_tasks=cmp.regressed_tasks, improved_tasks=cmp.improved,
+            teacher=records["teacher"].summary,
             sft=records["sft"].summary, gate=records["gate"].summary,
             grpo=records["grpo"].summary,
             exclusions=[leakage.Exclusion.model_validate(e) for e in leaks["exclusions"]],
@@ -320,6 +337,12 @@ class Steps:
         tmp.write_text(text)
         tmp.replace(self.run_dir / "score.json")
         return {"delta_pp": result.change.delta_pp if result.change else None}
+
+
+def _eval_summary(report: EvalReport) -> dict[str, Any]:
+    return {"pass_rate": report.overall.pass_rate, "infra_failures": report.infra_errors,
+            "wall_sec": round(report.wall_sec, 2), "trial_sec": round(report.trial_sec, 2),
+            "completion_tokens": report.completion_tokens}
 
 
 def _domains(tasks: list[TaskPackage]) -> dict[str, int]:
