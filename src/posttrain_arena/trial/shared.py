@@ -9,8 +9,13 @@ After every agent process has ended (`kill_all`), the harness:
   session, as the verifier would follow them);
 * runs the entry point through `env -i` with PATH pinned to the system directories,
   no PYTHON* variables, Python isolated (`-I`) and without the site module's side
-  effects (`-S`: no .pth files, no sitecustomize), pytest with plugin autoloading off
-  and conftest.py files outside the verifier's directory ignored.
+  effects (`-S`: no .pth files, no sitecustomize), bytecode read from a fresh cache
+  prefix (planted `__pycache__` files are ignored), pytest with plugin autoloading off
+  and conftest.py files outside the verifier's directory ignored;
+* where the backend can say what changed in the session from outside it (docker's
+  container diff), refuses to verify when the agent changed the verifier's runtime
+  (interpreters, shells, the Python library, the dynamic loader): a verifier error.
+  The local backend binds the system directories read-only, so they cannot change.
 
 Fresh isolation remains the stronger mode: here the interpreter itself is the one the
 agent had access to.
@@ -24,9 +29,17 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from posttrain_arena.sandbox.base import SandboxError, Session
+from posttrain_arena.sandbox.base import Session
 from posttrain_arena.trial.harness import harness_bundle
 from posttrain_arena.trial.verifier import LOGS_DIR, build_command
+
+RUNTIME_PREFIXES = (
+    "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/", "/bin/", "/sbin/",
+    "/usr/lib/python3", "/usr/local/lib/python3", "/usr/lib/x86_64-linux-gnu/",
+    "/usr/lib/aarch64-linux-gnu/", "/lib/", "/lib64/", "/usr/lib64/", "/usr/libexec/",
+    "/etc/ld.so.",
+)
+"""Where the verifier's runtime lives: a change there voids shared-mode verification."""
 
 if TYPE_CHECKING:
     from posttrain_arena.trial.lifecycle import Reading, TrialPlan
@@ -53,13 +66,22 @@ done
 
 def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Reading:
     """Harden the agent's session and run the verifier in it."""
-    from posttrain_arena.trial.lifecycle import run_verifier
+    from posttrain_arena.trial.lifecycle import Reading, run_verifier
 
+    tampered = runtime_changes(session)
+    if tampered:
+        shown = ", ".join(tampered[:5]) + (" ..." if len(tampered) > 5 else "")
+        return Reading(None, f"the agent changed the verifier's runtime ({shown}); shared "
+                             "isolation cannot trust it, so nothing was verified (use "
+                             "isolation: fresh, or keep the agent out of system paths)")
     vroot = f"/tmp/.arena-verify-{secrets.token_hex(8)}"
     prep = session.exec(["/bin/sh", "-c", _PREPARE, "sh", vroot, LOGS_DIR, *roots],
                         timeout=120)
     if prep.exit_code != 0:
-        raise SandboxError(f"could not prepare shared verification: {prep.stderr[-400:]}")
+        # The same session ran the agent a moment ago: if it cannot run this now, the
+        # agent wrecked it. That is the agent's result, not an infrastructure failure.
+        return Reading(None, "the agent's session can no longer run the verifier "
+                             f"(exit {prep.exit_code}: {(prep.stderr or prep.stdout)[-300:]})")
     logs = LOGS_DIR
     dropped = []
     for line in prep.stdout.splitlines():
@@ -76,8 +98,19 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
     session.copy_in(harness_bundle(), f"{vroot}/harness")
     command = build_command(plan.task.verifier_kind, verifier_dir=f"{vroot}/verifier",
                             harness_dir=f"{vroot}/harness", workdir=plan.workdir,
-                            base_env=None, isolate_site=True, logs_dir=logs)
+                            base_env=None, isolate_site=True, logs_dir=logs,
+                            pycache_prefix=f"{vroot}/pycache")
     return run_verifier(plan, session, command, plan.record.verifier_dir, fetch_from=logs)
+
+
+def runtime_changes(session: Session) -> list[str]:
+    """Runtime paths the agent changed, where the backend can tell from outside."""
+    changed = getattr(session, "changed_paths", None)
+    if not callable(changed):
+        return []
+    paths: list[str] = changed()
+    return sorted(p for p in paths
+                  if p.startswith(RUNTIME_PREFIXES) and "/__pycache__/" not in p)
 
 
 def fetch_logs(session: Session, logs: str, dest: Path, scratch: Path) -> None:

@@ -60,13 +60,17 @@ def build_command(
     base_env: Mapping[str, str] | None = None,
     isolate_site: bool = False,
     logs_dir: str = LOGS_DIR,
+    pycache_prefix: str | None = None,
 ) -> VerifierCommand:
     """The command that runs a verifier entry point.
 
     `base_env` is the image's environment (fresh mode: a pristine image's, trusted);
     shared mode passes none, so PATH is pinned. `isolate_site` runs Python with `-S`
-    and adds site-packages without executing .pth files or sitecustomize.
+    and adds site-packages without executing .pth files or sitecustomize;
+    `pycache_prefix` makes Python read bytecode only from that (fresh) directory.
     """
+    pyflags = ["python3", "-I", "-B", *(["-S"] if isolate_site else []),
+               *(["-X", f"pycache_prefix={pycache_prefix}"] if pycache_prefix else [])]
     env = {k: v for k, v in (base_env or {}).items() if not k.startswith(("PYTHON", "BASH"))}
     env.setdefault("PATH", PINNED_PATH)
     if base_env is None:
@@ -81,7 +85,7 @@ def build_command(
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             "ARENA_VERIFIER_DIR": verifier_dir,
-            "ARENA_PYFLAGS": "-S" if isolate_site else "",
+            "ARENA_PYFLAGS": " ".join(pyflags[3:]),
             "BENCHFLOW_SKIP_VERIFIER_DEPS": "1",
             "BENCHFLOW_VERIFIER_DIR": verifier_dir,
             "BENCHFLOW_WORKSPACE": workdir,
@@ -93,7 +97,7 @@ def build_command(
             "BENCHFLOW_PYTEST_BIN": pytest_bin,
         }
     )
-    py = ["python3", "-I", "-B", *(["-S"] if isolate_site else [])]
+    py = pyflags
     if kind is VerifierKind.VERIFIER_PY:
         script = f"{verifier_dir}/verifier.py"
         argv = [*py, f"{harness_dir}/run_python.py", script] if isolate_site else [*py, script]
