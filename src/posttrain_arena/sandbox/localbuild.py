@@ -46,6 +46,10 @@ _PACKAGE_MANAGERS = re.compile(
 )
 _HINT = "; the local backend honours a Dockerfile subset, use `--backend docker` for this task"
 _locks: dict[str, threading.Lock] = {}
+# builds take their own slots, apart from trials (as the docker backend's do)
+_build_slots = threading.BoundedSemaphore(
+    max(1, int(os.environ.get("ARENA_BUILD_CONCURRENCY", "2")))
+)
 _locks_guard = threading.Lock()
 
 
@@ -118,7 +122,8 @@ def build_local_image(context: Path, *, timeout: float, task_name: str = "") -> 
             return _ref(read_meta(final), key)
         work = Path(tempfile.mkdtemp(prefix=f"{key}.build-", dir=final.parent))
         try:
-            meta = _Builder(context, work, time.monotonic() + timeout).run()
+            with _build_slots:
+                meta = _Builder(context, work, time.monotonic() + timeout).run()
             meta.context_hash = "sha256:" + digest
             meta.task_name = task_name
             (work / "meta.json").write_text(json.dumps(asdict(meta), indent=2))
