@@ -141,7 +141,8 @@ class DockerBackend:
         context = Path(context)
         if not (context / "Dockerfile").is_file():
             raise BuildError(f"{context}: no Dockerfile in the build context")
-        digest = hashlib.sha256((tree_hash(context) + FORMAT).encode()).hexdigest()
+        basis = tree_hash(context) + FORMAT + self._base_ids(context)
+        digest = hashlib.sha256(basis.encode()).hexdigest()
         tag = f"arena-env:{digest[:16]}"
         found = self._image(tag, digest)
         if found is not None:
@@ -160,6 +161,22 @@ class DockerBackend:
             if found is None:
                 raise BuildError(f"{context}: build finished without an image:\n{log[-3000:]}")
             return found
+
+    def _base_ids(self, context: Path) -> str:
+        """Ids of the local images the Dockerfile starts FROM, so that re-bootstrapped
+        base images give new tags instead of stale reuse."""
+        import docker.errors
+
+        from posttrain_arena.sandbox.dockerfile import parse_file
+
+        ids = []
+        for ins in parse_file(context / "Dockerfile"):
+            if ins.keyword == "FROM" and ins.args:
+                try:
+                    ids.append(str(self.client.api.inspect_image(ins.args[0])["Id"]))
+                except docker.errors.APIError:
+                    ids.append(ins.args[0])  # not here (yet): the name stands in
+        return "|".join(ids)
 
     def _run_build(
         self, context: Path, tag: str, digest: str, task_name: str, deadline: float
