@@ -73,7 +73,7 @@ def run(
 def _print_check(check: ReplayCheck) -> None:
     from rich.console import Console
 
-    console = Console()
+    console = Console(soft_wrap=True)
     result = check.result
     mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
     if result is not None and result.reward is not None:
