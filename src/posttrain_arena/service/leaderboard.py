@@ -4,17 +4,24 @@ The interval is the run's own paired 95% interval when a collection has one acce
 and a t-interval of the mean over runs when it has several. Rejected results stay
 visible, unranked. Aggregation happens in SQL (sum and sum of squares), so the cost is
 one grouped query however many runs there are.
+
+Results and reviews are append-only, so the pair (count, max id) of a challenge's
+results and of all reviews changes whenever the leaderboard can change. Reads check that
+version with one indexed query and reuse the computed board (and its JSON) otherwise:
+exact across server processes, with no time-based staleness.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from posttrain_arena.service.challenges import get_challenge
-from posttrain_arena.service.models import Collection, Result, Review
+from posttrain_arena.service.models import Challenge, Collection, Result, Review
 from posttrain_arena.service.schemas import (
     Decision,
     Leaderboard,
@@ -33,9 +40,49 @@ def t975(df: int) -> float:
     return _T975[df - 1] if 1 <= df <= len(_T975) else 1.960
 
 
+_CACHE_SIZE = 64
+_cache: OrderedDict[tuple[str, int], tuple[tuple[object, ...], Leaderboard, bytes]] = (
+    OrderedDict()
+)
+_lock = threading.Lock()
+
+
+def _version(session: Session, challenge_id: int) -> tuple[object, ...]:
+    mine = Result.challenge_id == challenge_id
+    row = session.execute(select(
+        select(func.count(Result.id)).where(mine).scalar_subquery(),
+        select(func.max(Result.id)).where(mine).scalar_subquery(),
+        select(func.count(Review.id)).scalar_subquery(),
+        select(func.max(Review.id)).scalar_subquery(),
+    )).one()
+    return tuple(row)
+
+
+def leaderboard_cached(session: Session, challenge: str) -> tuple[Leaderboard, bytes]:
+    """The leaderboard and its JSON, recomputed only when results or reviews changed."""
+    ch = get_challenge(session, challenge)
+    key = (str(session.get_bind().url), ch.id)
+    version = _version(session, ch.id)
+    with _lock:
+        hit = _cache.get(key)
+    if hit is not None and hit[0] == version:
+        return hit[1], hit[2]
+    board = _compute(session, ch)
+    data = board.model_dump_json().encode()
+    with _lock:
+        _cache[key] = (version, board, data)
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return board, data
+
+
 def leaderboard(session: Session, challenge: str) -> Leaderboard:
     """The leaderboard of one challenge."""
-    ch = get_challenge(session, challenge)
+    return leaderboard_cached(session, challenge)[0]
+
+
+def _compute(session: Session, ch: Challenge) -> Leaderboard:
     accepted = session.execute(
         select(
             Result.collection_id, Collection.name, func.count(Result.id),
@@ -62,10 +109,11 @@ def leaderboard(session: Session, challenge: str) -> Leaderboard:
     for i, e in enumerate(entries, 1):
         e.rank = i
     rejected = [
-        RejectedEntry(result_id=r.id, run_id=r.run_id, collection_id=r.collection_id,
-                      collection_name=name, change_pp=r.change_pp, note=note)
-        for r, name, note in session.execute(
-            select(Result, Collection.name, Review.note)
+        RejectedEntry(result_id=rid, run_id=run_id, collection_id=col_id,
+                      collection_name=name, change_pp=change, note=note)
+        for rid, run_id, col_id, change, name, note in session.execute(
+            select(Result.id, Result.run_id, Result.collection_id, Result.change_pp,
+                   Collection.name, Review.note)
             .join(Review, Review.result_id == Result.id)
             .join(Collection, Collection.id == Result.collection_id)
             .where(Result.challenge_id == ch.id, Review.decision == Decision.REJECT.value)

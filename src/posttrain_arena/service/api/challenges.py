@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from posttrain_arena.service import challenges as svc
 from posttrain_arena.service.api.deps import DbDep, PrincipalDep
-from posttrain_arena.service.leaderboard import leaderboard
+from posttrain_arena.service.leaderboard import leaderboard_cached
 from posttrain_arena.service.results import list_results
 from posttrain_arena.service.schemas import (
     ChallengeCreate,
@@ -49,10 +49,11 @@ def set_health(ref: str, body: HealthUpdate, principal: PrincipalDep, db: DbDep
 
 
 @router.get("/{ref}/leaderboard", response_model=Leaderboard)
-def get_leaderboard(ref: str, db: DbDep) -> Leaderboard:
+def get_leaderboard(ref: str, db: DbDep) -> Response:
     """Collections ranked by mean change over accepted runs; rejected ones unranked."""
     with db.read() as s:
-        return leaderboard(s, ref)
+        _, data = leaderboard_cached(s, ref)
+    return Response(data, media_type="application/json")
 
 
 @router.get("/{ref}/results", response_model=list[ResultOut])

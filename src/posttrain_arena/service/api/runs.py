@@ -42,11 +42,13 @@ def launch(body: RunRequest, principal: PrincipalDep, db: DbDep, response: Respo
 
 @router.get("", response_model=RunList)
 def list_runs(db: DbDep, challenge: str | None = None, collection_id: int | None = None,
-              state: RunState | None = None, limit: int = 50, offset: int = 0) -> RunList:
+              state: RunState | None = None, limit: int = 50, offset: int = 0) -> Response:
     """Runs, newest first."""
     with db.read() as s:
         rows, total = svc.list_runs(s, challenge, collection_id, state, min(limit, 500), offset)
-        return RunList(items=[RunOut.model_validate(r) for r in rows], total=total)
+    page = RunList(items=[RunOut.model_validate(r) for r in rows], total=total)
+    # Serialized once here; the model above already validated it.
+    return Response(page.model_dump_json(), media_type="application/json")
 
 
 @router.get("/{run_id}", response_model=RunOut)

@@ -1,0 +1,217 @@
+"""Service read latency: leaderboard and run-list under 50 concurrent clients.
+
+Seeds a database (PostgreSQL from ARENA_BENCH_POSTGRES_URL or ARENA_TEST_POSTGRES_URL;
+a schema of its own, dropped afterwards) with 1,000 collections and 10,000 runs (with
+results and reviews for the scored ones), starts `arena serve` with uvicorn on
+127.0.0.1, and drives it from an httpx async load generator: a bounded number of
+requests per endpoint, 50 in flight. Prints p50/p99 latency and requests/s for each
+endpoint beside a baseline measured in the same run: `/api/health` (one `SELECT 1`),
+the cost of the framework and a database round trip. Target: p99 < 50 ms.
+
+    .venv/bin/python benchmarks/bench_service.py [--requests 2000] [--concurrency 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+from sqlalchemy import create_engine, insert, text
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from posttrain_arena.service.app import open_database  # noqa: E402
+from posttrain_arena.service.config import Settings  # noqa: E402
+from posttrain_arena.service.models import (  # noqa: E402
+    Challenge,
+    Collection,
+    Result,
+    Review,
+    Run,
+    User,
+    utcnow,
+)
+
+STATES = ["scored"] * 70 + ["failed"] * 10 + ["canceled"] * 10 + ["queued"] * 5 + ["running"] * 5
+
+
+def seed(url: str, n_collections: int, n_runs: int, rng: random.Random) -> None:
+    """Bulk-insert users, two challenges, collections, runs, results and reviews."""
+    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="arena-bench-")), database_url=url)
+    db = open_database(settings)
+    now = utcnow()
+    with db.engine.begin() as conn:
+        conn.execute(insert(User), [{"id": i, "name": f"user{i}", "role": "participant",
+                                     "created_at": now} for i in range(1, 101)])
+        conn.execute(insert(Challenge), [{
+            "id": i, "slug": f"ch{i}", "title": f"Challenge {i}", "description": "",
+            "base_model": "tiny", "base_model_revision": "r", "recipe": "r.toml",
+            "recipe_hash": "sha256:0", "suite_hash": "sha256:1", "suite_size": 50,
+            "suite_domain_counts": {}, "public_sample": [], "price_per_hour": 1.0,
+            "timeout_sec": 3600, "cooldown_sec": 0, "pipeline_version": "0.1.0",
+            "health": "open", "created_at": now} for i in (1, 2)])
+        conn.execute(insert(Collection), [{
+            "id": i, "name": f"collection-{i}", "owner_id": rng.randint(1, 100),
+            "source_kind": "git", "source_url": f"https://example.org/c{i}.git",
+            "source_ref": "main", "commit": uuid.uuid4().hex + "00000000",
+            "content_hash": f"sha256:{i}", "storage_path": "", "task_count": 100,
+            "eligible_count": 100, "domain_counts": {}, "error_count": 0,
+            "warning_count": 0, "findings": [], "created_at": now}
+            for i in range(1, n_collections + 1)])
+        runs, results, reviews = [], [], []
+        for i in range(1, n_runs + 1):
+            state = rng.choice(STATES)
+            col, ch = rng.randint(1, n_collections), rng.randint(1, 2)
+            change = rng.gauss(3, 8)
+            created = now - timedelta(minutes=n_runs - i)
+            runs.append({
+                "id": i, "challenge_id": ch, "collection_id": col, "created_by": 1,
+                "request_id": uuid.uuid4().hex, "state": state, "stage": "pipeline",
+                "stages_done": ["snapshot", "check"], "reason": None, "reserved": 1.0,
+                "cost": 0.5, "attempts": 1, "worker_id": None, "heartbeat_at": created,
+                "run_seconds": 1800.0, "created_at": created, "started_at": created,
+                "finished_at": created,
+                "score": {"change_pp": change, "n_tasks": 50} if state == "scored" else None})
+            if state == "scored":
+                results.append({
+                    "id": i, "run_id": i, "challenge_id": ch, "collection_id": col,
+                    "base_pass_rate": 0.3, "final_pass_rate": 0.3 + change / 100,
+                    "change_pp": change, "ci_low": change - 6, "ci_high": change + 6,
+                    "per_domain": {}, "n_tasks": 50, "suite_size": 50, "created_by": 1,
+                    "created_at": created})
+                roll = rng.random()
+                if roll < 0.9:
+                    reviews.append({"id": i, "result_id": i, "editor_id": 1,
+                                    "decision": "accept" if roll < 0.8 else "reject",
+                                    "note": "", "created_at": created})
+        for table, rows in ((Run, runs), (Result, results), (Review, reviews)):
+            for start in range(0, len(rows), 2000):
+                conn.execute(insert(table), rows[start:start + 2000])
+        if conn.dialect.name == "postgresql":
+            for table in ("users", "challenges", "collections", "runs", "results", "reviews"):
+                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                                  f"(SELECT max(id) FROM {table}))"))
+            conn.execute(text("ANALYZE"))
+    db.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def load(base: str, paths: list[str], n: int, concurrency: int) -> tuple[list[float], float]:
+    """Send n GETs (cycling through paths) with `concurrency` in flight; latencies (s), wall."""
+    latencies: list[float] = []
+    counter = iter(range(n))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as client:
+
+        async def one_client() -> None:
+            for i in counter:
+                t0 = time.perf_counter()
+                resp = await client.get(paths[i % len(paths)])
+                latencies.append(time.perf_counter() - t0)
+                if resp.status_code != 200:
+                    raise RuntimeError(f"{paths[i % len(paths)]}: HTTP {resp.status_code}")
+
+        await asyncio.gather(*(one_client() for _ in range(min(concurrency, 8))))  # warm-up
+        latencies.clear()
+        counter = iter(range(n))
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one_client() for _ in range(concurrency)))
+        wall = time.perf_counter() - t0
+    return latencies, wall
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=2000, help="Requests per endpoint")
+    ap.add_argument("--concurrency", type=int, default=50, help="Clients in flight")
+    ap.add_argument("--collections", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=10_000)
+    ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    args = ap.parse_args()
+
+    base_url = os.environ.get("ARENA_BENCH_POSTGRES_URL") or os.environ.get(
+        "ARENA_TEST_POSTGRES_URL")
+    schema = None
+    if base_url:
+        schema = f"bench_{uuid.uuid4().hex[:10]}"
+        admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        url = f"{base_url}{'&' if '?' in base_url else '?'}options=-csearch_path%3D{schema}"
+        backend = "postgresql"
+    else:
+        url = f"sqlite:///{tempfile.mkdtemp(prefix='arena-bench-')}/arena.db"
+        backend = "sqlite (set ARENA_TEST_POSTGRES_URL for PostgreSQL)"
+    rng = random.Random(7)
+    t0 = time.perf_counter()
+    seed(url, args.collections, args.runs, rng)
+    print(f"backend: {backend}; seeded {args.collections} collections, {args.runs} runs "
+          f"in {time.perf_counter() - t0:.1f}s")
+
+    port = free_port()
+    env = {**os.environ, "ARENA_DATABASE_URL": url,
+           "ARENA_DATA_DIR": tempfile.mkdtemp(prefix="arena-bench-data-")}
+    cmd = [sys.executable, "-m", "uvicorn", "--factory",
+           "posttrain_arena.service.app:create_app", "--host", "127.0.0.1",
+           "--port", str(port), "--log-level", "warning", "--workers", str(args.workers)]
+    server = subprocess.Popen(cmd, env=env, cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            raise SystemExit("the server did not start")
+        cases = {
+            "baseline /api/health": ["/api/health"],
+            "leaderboard": ["/api/challenges/ch1/leaderboard", "/api/challenges/ch2/leaderboard"],
+            "run list": [f"/api/runs?limit=50&offset={rng.randrange(0, 2000, 50)}"
+                         for _ in range(20)]
+            + [f"/api/runs?challenge=ch{1 + i % 2}&state=scored&limit=50" for i in range(5)]
+            + [f"/api/runs?collection_id={rng.randint(1, args.collections)}" for _ in range(5)],
+        }
+        print(f"{args.requests} requests per endpoint, {args.concurrency} concurrent clients, "
+              f"{args.workers} server process(es)")
+        print(f"{'endpoint':<24}{'p50 ms':>10}{'p99 ms':>10}{'req/s':>10}")
+        for name, paths in cases.items():
+            lat, wall = asyncio.run(load(base, paths, args.requests, args.concurrency))
+            print(f"{name:<24}{1000 * statistics.median(lat):>10.1f}"
+                  f"{1000 * pct(lat, 0.99):>10.1f}{len(lat) / wall:>10.0f}")
+        print("target: p99 < 50 ms for leaderboard and run list")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if schema is not None:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+            admin.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Read helpers the web pages need beyond the API's: a collection's task list and user names.
+
+A collection's tasks are read from its pinned tree on the server (never from a challenge's
+sealed suite); the list is cached per content hash, since a registered tree never changes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from posttrain_arena.service.models import Collection, User
+from posttrain_arena.spec.collection import check_collection
+
+
+class TaskRow(BaseModel):
+    """One task package of a registered collection, as the pages list it."""
+
+    name: str = Field(description="The package's folder name under envs/")
+    domain: str | None = Field(description="metadata.category slug, when it parsed")
+    eligible: bool = Field(description="Whether the package passed the structural checks")
+    errors: int = Field(description="Blocking findings for this package")
+    warnings: int = Field(description="Warnings for this package")
+
+
+@functools.lru_cache(maxsize=256)
+def _tasks(storage_path: str, content_hash: str) -> tuple[TaskRow, ...]:
+    del content_hash  # part of the cache key only
+    root = Path(storage_path)
+    if not root.is_dir():
+        return ()
+    report = check_collection(root)
+    return tuple(
+        TaskRow(name=t.name, domain=t.domain, eligible=not t.errors, errors=len(t.errors),
+                warnings=len(t.warnings))
+        for t in report.tasks
+    )
+
+
+def collection_tasks(col: Collection) -> list[TaskRow]:
+    """The task packages of a registered collection: names, domains, check status."""
+    return list(_tasks(col.storage_path, col.content_hash))
+
+
+def user_names(session: Session, ids: Iterable[int | None]) -> dict[int, str]:
+    """User id -> name for the given ids (unknown ids are left out)."""
+    wanted = {i for i in ids if i is not None}
+    if not wanted:
+        return {}
+    rows = session.execute(select(User.id, User.name).where(User.id.in_(wanted)))
+    return {uid: name for uid, name in rows}

@@ -1,0 +1,171 @@
+"""Pages: `/arena` (challenges, budget, collections, runs, submit forms), a challenge with
+its leaderboard and review queue, and a collection with its tasks and findings."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
+from fastapi.responses import HTMLResponse, Response
+from pydantic import ValidationError
+
+from posttrain_arena.service import budget as budget_mod
+from posttrain_arena.service import challenges as ch_svc
+from posttrain_arena.service import collections as col_svc
+from posttrain_arena.service import runs as run_svc
+from posttrain_arena.service.errors import ServiceError
+from posttrain_arena.service.leaderboard import leaderboard
+from posttrain_arena.service.results import list_results
+from posttrain_arena.service.schemas import GitSource, Health, HealthUpdate, PathSource
+from posttrain_arena.service.views import collection_tasks, user_names
+from posttrain_arena.service.web.page import (
+    PageRoute,
+    Viewer,
+    check_csrf,
+    db_of,
+    get_viewer,
+    redirect,
+    render,
+)
+from posttrain_arena.service.web.svg import leaderboard_svg
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+ViewerDep = Annotated[Viewer, Depends(get_viewer)]
+
+
+@router.get("/arena", response_class=HTMLResponse)
+def arena_page(request: Request, viewer: ViewerDep) -> Response:
+    """Challenges with health, budget, collections, recent runs, and the submit forms."""
+    with db_of(request).read() as s:
+        challenges = [ch_svc.to_out(c) for c in ch_svc.list_challenges(s)]
+        budget = budget_mod.get_budget(s)
+        collections, n_collections = col_svc.list_collections(s, limit=100)
+        runs, n_runs = run_svc.list_runs(s, limit=30)
+        names = user_names(s, [c.owner_id for c in collections]
+                           + [r.created_by for r in runs])
+    by_id = {c.id: c for c in challenges}
+    col_names = {c.id: c.name for c in collections}
+    return render(request, "arena.html", viewer, challenges=challenges, budget=budget,
+                  collections=collections, n_collections=n_collections, runs=runs,
+                  n_runs=n_runs, names=names, challenges_by_id=by_id, col_names=col_names)
+
+
+@router.get("/arena/challenges/{ref}", response_class=HTMLResponse)
+def challenge_page(ref: str, request: Request, viewer: ViewerDep) -> Response:
+    """A challenge: its pins, the leaderboard with its plot, results, and its runs."""
+    with db_of(request).read() as s:
+        ch = ch_svc.to_out(ch_svc.get_challenge(s, ref))
+        board = leaderboard(s, ch.slug)
+        results = list_results(s, ch.id, limit=100)
+        runs, n_runs = run_svc.list_runs(s, challenge=ch.slug, limit=30)
+        cols, _ = col_svc.list_collections(s, limit=500)
+    col_names = {c.id: c.name for c in cols}
+    return render(request, "challenge.html", viewer, ch=ch, board=board,
+                  plot=leaderboard_svg(board), results=results, runs=runs, n_runs=n_runs,
+                  col_names=col_names, challenges_by_id={ch.id: ch})
+
+
+@router.post("/arena/challenges/{ref}/health")
+def challenge_health(ref: str, request: Request, viewer: ViewerDep,
+                     health: Annotated[str, Form()] = "", reason: Annotated[str, Form()] = "",
+                     csrf: Annotated[str, Form()] = "") -> Response:
+    """Open or pause a challenge (admins)."""
+    check_csrf(request, csrf)
+    back = f"/arena/challenges/{ref}"
+    try:
+        update = HealthUpdate(health=Health(health), reason=reason.strip() or None)
+        with db_of(request).write() as s:
+            ch_svc.set_health(s, viewer.principal, ref, update)
+    except ValueError:
+        return redirect(back, "Choose open or paused.", "error")
+    except ServiceError as exc:
+        if exc.status_code == 404:
+            raise
+        return redirect(back, exc.message, "error")
+    return redirect(back, f"The challenge is now {health}.")
+
+
+@router.get("/arena/collections/{collection_id}", response_class=HTMLResponse)
+def collection_page(collection_id: int, request: Request, viewer: ViewerDep) -> Response:
+    """A collection: source, pins, tasks (names and domains), findings, runs, launch form."""
+    with db_of(request).read() as s:
+        col = col_svc.get_collection(s, collection_id)
+        runs, n_runs = run_svc.list_runs(s, collection_id=collection_id, limit=50)
+        challenges = [ch_svc.to_out(c) for c in ch_svc.list_challenges(s)]
+        names = user_names(s, [col.owner_id] + [r.created_by for r in runs])
+    tasks = collection_tasks(col)
+    return render(request, "collection.html", viewer, col=col, tasks=tasks, runs=runs,
+                  n_runs=n_runs, challenges=challenges, names=names,
+                  challenges_by_id={c.id: c for c in challenges},
+                  col_names={col.id: col.name})
+
+
+def _registered(col_id: int, name: str, eligible: int, errors: int, warnings: int
+                ) -> Response:
+    msg = (f"Collection {name!r} registered: {eligible} eligible task(s), {errors} error(s), "
+           f"{warnings} warning(s).")
+    return redirect(f"/arena/collections/{col_id}", msg, "info" if eligible else "error")
+
+
+@router.post("/arena/collections/upload")
+def submit_upload(request: Request, viewer: ViewerDep,
+                  file: Annotated[UploadFile | None, File()] = None,
+                  name: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = ""
+                  ) -> Response:
+    """Register a collection from an uploaded tar.gz or zip archive."""
+    check_csrf(request, csrf)
+    settings, db = request.app.state.settings, db_of(request)
+    if file is None or not file.filename:
+        return redirect("/arena#submit", "Choose an archive file (.tar.gz or .zip) to upload.",
+                        "error")
+    try:
+        staged = col_svc.stage_archive(settings, viewer.principal, file.file, file.filename,
+                                       name.strip() or None)
+        col = col_svc.register(db, settings, viewer.principal, staged)
+    except ServiceError as exc:
+        return redirect("/arena#submit", f"The upload was not registered: {exc.message}",
+                        "error")
+    return _registered(col.id, col.name, col.eligible_count, col.error_count,
+                       col.warning_count)
+
+
+@router.post("/arena/collections/git")
+def submit_git(request: Request, viewer: ViewerDep, url: Annotated[str, Form()] = "",
+               ref: Annotated[str, Form()] = "", name: Annotated[str, Form()] = "",
+               csrf: Annotated[str, Form()] = "") -> Response:
+    """Register a collection from a git URL and ref (pinned to the resolved commit)."""
+    check_csrf(request, csrf)
+    settings, db = request.app.state.settings, db_of(request)
+    if not url.strip():
+        return redirect("/arena#submit", "Give the git URL of the collection.", "error")
+    try:
+        src = GitSource(url=url.strip(), ref=ref.strip() or "HEAD", name=name.strip() or None)
+        col = col_svc.register(db, settings, viewer.principal,
+                               col_svc.stage_git(settings, viewer.principal, src))
+    except ValidationError as exc:
+        return redirect("/arena#submit", f"Bad git source: {exc.errors()[0]['msg']}", "error")
+    except ServiceError as exc:
+        return redirect("/arena#submit", f"The repository was not registered: {exc.message}",
+                        "error")
+    return _registered(col.id, col.name, col.eligible_count, col.error_count,
+                       col.warning_count)
+
+
+@router.post("/arena/collections/path")
+def submit_path(request: Request, viewer: ViewerDep, path: Annotated[str, Form()] = "",
+                name: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = ""
+                ) -> Response:
+    """Register a collection from a folder on the server (editors, or allowed roots)."""
+    check_csrf(request, csrf)
+    settings, db = request.app.state.settings, db_of(request)
+    if not path.strip():
+        return redirect("/arena#submit", "Give the server path of the collection.", "error")
+    try:
+        src = PathSource(path=path.strip(), name=name.strip() or None)
+        col = col_svc.register(db, settings, viewer.principal,
+                               col_svc.stage_path(settings, viewer.principal, src))
+    except ServiceError as exc:
+        return redirect("/arena#submit", f"The folder was not registered: {exc.message}",
+                        "error")
+    return _registered(col.id, col.name, col.eligible_count, col.error_count,
+                       col.warning_count)

@@ -1,0 +1,135 @@
+"""Pages: the collaboration board at `/` (threads, messages, posting) and sign-in/out."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+
+from posttrain_arena.service import board as svc
+from posttrain_arena.service.api.deps import TOKEN_COOKIE
+from posttrain_arena.service.auth import authenticate
+from posttrain_arena.service.errors import ServiceError
+from posttrain_arena.service.schemas import MessageCreate, ThreadCreate
+from posttrain_arena.service.views import user_names
+from posttrain_arena.service.web.page import (
+    PageRoute,
+    Viewer,
+    check_csrf,
+    db_of,
+    get_viewer,
+    redirect,
+    render,
+)
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+ViewerDep = Annotated[Viewer, Depends(get_viewer)]
+
+
+def _form_problem(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "input"
+        parts.append(f"{field}: {e['msg']}")
+    return "; ".join(parts)
+
+
+@router.get("/", response_class=HTMLResponse)
+def board_page(request: Request, viewer: ViewerDep) -> Response:
+    """The board: threads, most recently active first, and a form to open one."""
+    with db_of(request).read() as s:
+        threads = svc.list_threads(s, limit=100)
+        names = user_names(s, (t.author_id for t in threads))
+    return render(request, "board.html", viewer, threads=threads, names=names,
+                  settings=request.app.state.settings)
+
+
+@router.get("/board/{thread_id}", response_class=HTMLResponse)
+def thread_page(thread_id: int, request: Request, viewer: ViewerDep) -> Response:
+    """One thread with its messages and a reply form."""
+    with db_of(request).read() as s:
+        thread = svc.thread_detail(s, thread_id)
+        names = user_names(s, [thread.author_id])
+    return render(request, "thread.html", viewer, thread=thread, names=names)
+
+
+@router.post("/board/threads")
+def new_thread(request: Request, viewer: ViewerDep, title: Annotated[str, Form()] = "",
+               body: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = ""
+               ) -> Response:
+    """Open a thread; rate-limit and input problems come back as a message on the board."""
+    check_csrf(request, csrf)
+    try:
+        data = ThreadCreate(title=title.strip(), body=body.strip())
+        with db_of(request).write() as s:
+            thread = svc.create_thread(s, request.app.state.settings, viewer.principal, data)
+            thread_id = thread.id
+    except ValidationError as exc:
+        return redirect("/", f"The thread was not posted: {_form_problem(exc)}", "error")
+    except ServiceError as exc:
+        return redirect("/", f"The thread was not posted: {exc.message}", "error")
+    return redirect(f"/board/{thread_id}", "Thread posted.")
+
+
+@router.post("/board/{thread_id}/messages")
+def reply(thread_id: int, request: Request, viewer: ViewerDep,
+          body: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = "") -> Response:
+    """Reply in a thread."""
+    check_csrf(request, csrf)
+    back = f"/board/{thread_id}"
+    try:
+        data = MessageCreate(body=body.strip())
+        with db_of(request).write() as s:
+            svc.post_message(s, request.app.state.settings, viewer.principal, thread_id, data)
+    except ValidationError as exc:
+        return redirect(back, f"The reply was not posted: {_form_problem(exc)}", "error")
+    except ServiceError as exc:
+        if exc.status_code == 404:
+            raise
+        return redirect(back, f"The reply was not posted: {exc.message}", "error")
+    return redirect(back, "Reply posted.")
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_page(request: Request, viewer: ViewerDep, next: str = "/arena") -> Response:
+    """The sign-in form (an API token)."""
+    return render(request, "signin.html", viewer, next=_safe_next(next))
+
+
+def _safe_next(url: str) -> str:
+    """Only same-site paths may be redirect targets."""
+    return url if url.startswith("/") and not url.startswith("//") else "/arena"
+
+
+@router.post("/signin")
+def signin(request: Request, token: Annotated[str, Form()] = "",
+           csrf: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "/arena"
+           ) -> Response:
+    """Check the token and keep it in an HttpOnly cookie."""
+    check_csrf(request, csrf)
+    token = token.strip()
+    target = _safe_next(next)
+    if not token:
+        return redirect(f"/signin?next={target}", "Paste your API token to sign in.", "error")
+    db, external = db_of(request), request.app.state.external_checker
+    try:
+        with db.write() if external is not None else db.read() as s:
+            principal = authenticate(s, token, external)
+    except ServiceError as exc:
+        return redirect(f"/signin?next={target}", f"Sign-in failed: {exc.message}", "error")
+    response: RedirectResponse = redirect(
+        target, f"Signed in as {principal.name} ({principal.role}).")
+    response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https", max_age=30 * 24 * 3600)
+    return response
+
+
+@router.post("/signout")
+def signout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
+    """Forget the token cookie."""
+    check_csrf(request, csrf)
+    response = redirect("/", "Signed out.")
+    response.delete_cookie(TOKEN_COOKIE)
+    return response

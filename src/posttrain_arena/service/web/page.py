@@ -1,0 +1,212 @@
+"""What every page shares: the viewer (from the sign-in cookie), CSRF tokens, flash
+messages, rendering, and HTML error pages.
+
+CSRF uses a per-browser random token kept in an HttpOnly cookie and echoed in a hidden
+field of every form; a POST whose field does not match is refused. Cookies are SameSite
+Lax, so other sites' forms do not carry them either.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import secrets
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.routing import APIRoute
+from fastapi.templating import Jinja2Templates
+
+from posttrain_arena.service.api.deps import TOKEN_COOKIE
+from posttrain_arena.service.auth import ANONYMOUS, Principal, Role, authenticate
+from posttrain_arena.service.db import Database
+from posttrain_arena.service.errors import BadRequest, ServiceError, Unauthorized
+from posttrain_arena.spec.domains import Domain
+
+CSRF_COOKIE = "arena_csrf"
+FLASH_COOKIE = "arena_flash"
+HERE = Path(__file__).parent
+
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def domain_name(slug: str | None) -> str:
+    """The display name of a domain slug (the slug itself when unknown)."""
+    if not slug:
+        return "unknown domain"
+    try:
+        return Domain(slug).display_name
+    except ValueError:
+        return slug
+
+
+def when(value: datetime | None) -> str:
+    """A UTC time for tables: 2026-11-30 03:07 UTC."""
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+
+
+def pp(value: float | None, signed: bool = True) -> str:
+    """Percentage points with one decimal: +12.5 pp."""
+    if value is None:
+        return "—"
+    return f"{value:+.1f} pp" if signed else f"{value:.1f} pp"
+
+
+templates.env.filters.update(domain=domain_name, when=when, pp=pp)
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who is looking at a page, and whether their sign-in cookie went bad."""
+
+    principal: Principal
+    bad_token: bool = False
+
+    @property
+    def signed_in(self) -> bool:
+        return not self.principal.anonymous
+
+    @property
+    def is_editor(self) -> bool:
+        return self.principal.at_least(Role.EDITOR)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.principal.at_least(Role.ADMIN)
+
+    def may_manage(self, owner_id: int) -> bool:
+        """Whether the viewer is the collection's author or an editor (launch, collect)."""
+        return self.signed_in and (self.principal.user_id == owner_id or self.is_editor)
+
+
+def db_of(request: Request) -> Database:
+    """The app's database."""
+    db: Database = request.app.state.db
+    return db
+
+
+def get_viewer(request: Request) -> Viewer:
+    """The viewer from the sign-in cookie; a bad token reads as anonymous (and is cleared)."""
+    token = request.cookies.get(TOKEN_COOKIE)
+    if not token:
+        return Viewer(ANONYMOUS)
+    db, external = db_of(request), request.app.state.external_checker
+    try:
+        with db.write() if external is not None else db.read() as session:
+            return Viewer(authenticate(session, token, external))
+    except Unauthorized:
+        return Viewer(ANONYMOUS, bad_token=True)
+
+
+def csrf_token(request: Request) -> str:
+    """This browser's CSRF token (made on first use, stored by `render`)."""
+    token = request.cookies.get(CSRF_COOKIE) or getattr(request.state, "new_csrf", None)
+    if not token:
+        token = secrets.token_urlsafe(24)
+        request.state.new_csrf = token
+    return str(token)
+
+
+def check_csrf(request: Request, submitted: str) -> None:
+    """Refuse a form whose CSRF field does not match this browser's token."""
+    expected = request.cookies.get(CSRF_COOKIE)
+    if not expected or not submitted or not hmac.compare_digest(expected, submitted):
+        raise BadRequest("this form has expired or came from another site; go back, reload "
+                         "the page and submit it again")
+
+
+def _set_cookies(request: Request, response: Response, viewer: Viewer | None) -> None:
+    new = getattr(request.state, "new_csrf", None)
+    if new:
+        response.set_cookie(CSRF_COOKIE, new, httponly=True, samesite="lax")
+    if viewer is not None and viewer.bad_token:
+        response.delete_cookie(TOKEN_COOKIE)
+    if request.cookies.get(FLASH_COOKIE):
+        response.delete_cookie(FLASH_COOKIE)
+
+
+def _read_flash(request: Request) -> dict[str, str] | None:
+    raw = request.cookies.get(FLASH_COOKIE)
+    if not raw:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(raw.encode()).decode())
+    except ValueError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("msg"), str):
+        return {"kind": str(data.get("kind", "info")), "msg": data["msg"]}
+    return None
+
+
+def render(request: Request, template: str, viewer: Viewer, status_code: int = 200,
+           **context: Any) -> HTMLResponse:
+    """Render a page template with the viewer, CSRF token and any flash message."""
+    flash = _read_flash(request)
+    if viewer.bad_token and flash is None:
+        flash = {"kind": "error", "msg": "Your saved token is no longer valid, so you were "
+                 "signed out. Sign in again with a current token."}
+    response = templates.TemplateResponse(
+        request, template,
+        {"viewer": viewer, "csrf": csrf_token(request), "flash": flash, **context},
+        status_code=status_code,
+    )
+    _set_cookies(request, response, viewer)
+    return response
+
+
+def redirect(url: str, flash: str | None = None, kind: str = "info") -> RedirectResponse:
+    """A 303 redirect (POST -> GET), optionally carrying a flash message."""
+    response = RedirectResponse(url, status_code=303)
+    if flash:
+        raw = json.dumps({"kind": kind, "msg": flash[:1500]}).encode()
+        response.set_cookie(FLASH_COOKIE, base64.urlsafe_b64encode(raw).decode(),
+                            httponly=True, samesite="lax", max_age=60)
+    return response
+
+
+_ADVICE = {
+    400: "Check what you entered and try again.",
+    401: "Sign in with your API token to do this.",
+    403: "Your role does not allow this. Ask an editor or admin if you think it should.",
+    404: "It may have been removed, or the link is wrong. Start again from the Arena page.",
+    409: "The current state does not allow this; reload the page to see it.",
+    413: "The upload is too large.",
+    429: "Wait a little and try again.",
+}
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    """A readable HTML error page: what went wrong and what to do next."""
+    try:
+        viewer = get_viewer(request)
+    except Exception:  # the database itself may be what failed
+        viewer = Viewer(ANONYMOUS)
+    return render(request, "error.html", viewer, status_code=status, status=status,
+                  message=message, advice=_ADVICE.get(status, "Try again later."))
+
+
+class PageRoute(APIRoute):
+    """A route whose service errors and bad form input become HTML error pages."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        original = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            try:
+                return await original(request)
+            except ServiceError as exc:
+                return error_page(request, exc.status_code, exc.message)
+            except RequestValidationError as exc:
+                fields = ", ".join(".".join(str(p) for p in e.get("loc", ())[1:])
+                                   for e in exc.errors())
+                return error_page(request, 400, f"the form is missing or has a bad value "
+                                  f"for: {fields or 'a field'}")
+
+        return handler
