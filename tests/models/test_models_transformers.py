@@ -158,3 +158,12 @@ def test_conversation_tokens_match_the_agent_format(client: TransformersChatMode
     first_end = len(spans[0]) + mask.index(1)
     prompt = client.prompt_ids(messages[:-1], TOOLS, prefix_ids=ids[:first_end])
     assert ids[: len(prompt)] == prompt and mask[len(prompt)] == 1
+
+
+def test_generation_stops_at_the_deadline(client: TransformersChatModel) -> None:
+    """A local model cut by the deadline ends its turn early; the agent then stops."""
+    settings = AgentSettings(max_new_tokens=1500, temperature=1.0)
+    ctx = AgentContext(task_name="t", prompt="Say hi", deadline=time.monotonic() + 0.5)
+    run = ModelAgent(client, settings).run(_NoShell(), ctx)
+    assert run.error is None and run.info["exit"] == "deadline"
+    assert 0 < run.info["completion_tokens"] < 1500

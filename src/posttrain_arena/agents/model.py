@@ -229,7 +229,8 @@ class ModelAgent:
                 break
             sampling = SamplingParams(temperature=s.temperature, top_p=s.top_p,
                                       max_new_tokens=min(s.max_new_tokens, budget),
-                                      seed=(ctx.seed * 1_000_003 + turn) % 2**31)
+                                      seed=(ctx.seed * 1_000_003 + turn) % 2**31,
+                                      max_time_sec=max(0.1, deadline - time.monotonic()))
             t0 = time.monotonic()
             try:
                 response = self.model.chat(wire, tools=TOOLS, sampling=sampling,

@@ -115,6 +115,10 @@ class SamplingParams(BaseModel):
     top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling mass")
     max_new_tokens: int = Field(default=512, gt=0, description="Cap on generated tokens")
     seed: int | None = Field(default=None, description="Sampling seed, where supported")
+    max_time_sec: float | None = Field(
+        default=None, gt=0, description="Stop generating after this long, where supported "
+        "(local models); the turn then ends as if cut by max_new_tokens"
+    )
 
 
 @runtime_checkable

@@ -201,6 +201,8 @@ class TransformersChatModel:
         }
         if not greedy:
             kwargs.update(temperature=temperature, top_p=sampling.top_p, top_k=0)
+        if sampling.max_time_sec is not None:
+            kwargs["max_time"] = sampling.max_time_sec
         input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
         with self._lock, torch.no_grad():
             if sampling.seed is not None:
