@@ -56,18 +56,20 @@ def test_evaluate_rates_and_progress(suite_dir: Path) -> None:
     assert report.completion_tokens > 0 and report.suite_hash == suite.hash
 
 
-def test_resume_reruns_only_missing_or_infrastructure(suite_dir: Path) -> None:
+@pytest.mark.parametrize("journal_on", ["runner", "evaluate"])
+def test_resume_reruns_only_missing_or_infrastructure(suite_dir: Path, journal_on: str) -> None:
     suite = load_suite(suite_dir / "suite")
     journal = Journal(suite_dir / "j.jsonl")
-    runner = TrialRunner("local", journal=journal)
+    runner = TrialRunner("local", journal=journal if journal_on == "runner" else None)
+    own = journal if journal_on == "evaluate" else None
     dead = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", api_key="", max_retries=0)
-    first = evaluate(suite, model_agents(dead, name="model:x"), runner=runner)
+    first = evaluate(suite, model_agents(dead, name="model:x"), runner=runner, journal=own)
     assert first.overall.infra_errors == 3 and first.overall.pass_rate is None
     good = ScriptedModel.from_file(suite_dir / "script.yaml")
-    second = evaluate(suite, model_agents(good, name="model:x"), runner=runner)
+    second = evaluate(suite, model_agents(good, name="model:x"), runner=runner, journal=own)
     assert second.overall.infra_errors == 0 and second.overall.pass_rate == pytest.approx(2 / 3)
     # Finished trials are read back, not re-run: the dead model changes nothing now.
-    third = evaluate(suite, model_agents(dead, name="model:x"), runner=runner)
+    third = evaluate(suite, model_agents(dead, name="model:x"), runner=runner, journal=own)
     assert [t.model_dump() for t in third.tasks] == [t.model_dump() for t in second.tasks]
 
 
