@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from pathlib import Path
 from typing import Literal
 
@@ -95,23 +94,23 @@ def walk(root: Path, max_entries: int) -> Inventory:
             if len(inv.entries) >= max_entries:
                 inv.truncated = True
                 return inv
+            # d_type answers kind questions without a syscall; only files need a stat.
             try:
-                st = item.stat(follow_symlinks=False)
+                if item.is_symlink():
+                    entry = Entry(rel, "link", target=_readlink(item.path))
+                    entry.link_to_dir = os.path.isdir(item.path)
+                elif item.is_dir(follow_symlinks=False):
+                    entry = Entry(rel, "dir")
+                    stack.append((item.path, rel))
+                elif item.is_file(follow_symlinks=False):
+                    size = item.stat(follow_symlinks=False).st_size
+                    entry = Entry(rel, "file", size=size)
+                    inv.total_bytes += size
+                else:
+                    entry = Entry(rel, "other")
             except OSError as exc:
                 inv.unreadable.append((rel, exc.strerror or str(exc)))
                 continue
-            mode = st.st_mode
-            if stat.S_ISLNK(mode):
-                entry = Entry(rel, "link", target=_readlink(item.path))
-                entry.link_to_dir = os.path.isdir(item.path)
-            elif stat.S_ISDIR(mode):
-                entry = Entry(rel, "dir")
-                stack.append((item.path, rel))
-            elif stat.S_ISREG(mode):
-                entry = Entry(rel, "file", size=st.st_size)
-                inv.total_bytes += st.st_size
-            else:
-                entry = Entry(rel, "other")
             inv.entries.append(entry)
     inv.entries.sort(key=lambda e: e.rel)
     return inv
