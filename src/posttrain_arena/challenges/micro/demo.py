@@ -1,0 +1,101 @@
+"""`arena demo`: the whole loop on the micro challenge, on a laptop.
+
+Builds the challenge into a work directory (deterministic from the seed), runs the micro
+recipe on the relevant collection (and, to compare, on the off-topic one) with the real
+pipeline (`train.pipeline.run_recipe`), and returns each collection's score.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from posttrain_arena.challenges.micro.build import (
+    OFFTOPIC,
+    RELEVANT,
+    MicroChallenge,
+    build_micro,
+)
+from posttrain_arena.train.stages import Progress, StageEvent, no_progress
+
+DEFAULT_WORKDIR = Path("~/.cache/posttrain-arena/micro")
+
+
+class CollectionScore(BaseModel):
+    """One collection's headline result on the micro suite."""
+
+    collection: str = Field(description="Collection name")
+    base_rate: float = Field(description="Held-out pass rate of the base model (0..1)")
+    final_rate: float = Field(description="Held-out pass rate after post-training (0..1)")
+    delta_pp: float = Field(description="Change in percentage points")
+    ci95_low_pp: float = Field(description="Lower end of the paired 95% interval, points")
+    ci95_high_pp: float = Field(description="Upper end of the paired 95% interval, points")
+    p_value: float | None = Field(default=None, description="Two-sided p-value of no change")
+    tasks: int = Field(description="Held-out tasks paired in the comparison")
+    samples_per_task: int = Field(description="k: samples per held-out task")
+    run_dir: str = Field(description="The run folder (score.json and every stage's files)")
+    seconds: float = Field(description="Wall-clock time of the run")
+
+    @property
+    def learned(self) -> bool:
+        """The whole 95% interval lies above zero."""
+        return self.ci95_low_pp > 0
+
+
+class DemoResult(BaseModel):
+    """What `arena demo` ran and found."""
+
+    seed: int = Field(description="Seed of the challenge and the runs")
+    workdir: str = Field(description="Where the challenge and runs live")
+    suite_hash: str = Field(description="Sealed hash of the held-out suite")
+    backend: str = Field(description="Sandbox backend the trials ran in")
+    scores: dict[str, CollectionScore] = Field(description="Collection name -> score")
+
+
+def _with_backend(recipe: object, backend: str) -> object:
+    runtime = recipe.runtime.model_copy(update={"sandbox": backend})  # type: ignore[attr-defined]
+    return recipe.model_copy(update={"runtime": runtime})  # type: ignore[attr-defined]
+
+
+def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local",
+                   resume: bool = False, progress: Progress = no_progress) -> CollectionScore:
+    """Run the micro recipe on one collection of a built challenge; return its score."""
+    from posttrain_arena.train.pipeline import run_recipe
+    from posttrain_arena.train.recipe import load_recipe
+
+    recipe = _with_backend(load_recipe(ch.recipes[collection]), backend)
+    run_dir = Path(ch.root) / "runs" / f"{collection}-seed{ch.seed}"
+    if run_dir.exists() and not resume:
+        shutil.rmtree(run_dir)
+    start = time.monotonic()
+    score = run_recipe(recipe, run_dir=run_dir, resume=resume,  # type: ignore[arg-type]
+                       progress=progress)
+    if score.base is None or score.final is None or score.change is None:
+        raise RuntimeError(f"{run_dir}: the run finished without a score ({score.status})")
+    return CollectionScore(
+        collection=collection, base_rate=score.base.pass_rate, final_rate=score.final.pass_rate,
+        delta_pp=score.change.delta_pp, ci95_low_pp=score.change.ci95_low_pp,
+        ci95_high_pp=score.change.ci95_high_pp, p_value=score.change.p_value,
+        tasks=score.change.paired_tasks, samples_per_task=score.final.samples_per_task,
+        run_dir=str(run_dir), seconds=time.monotonic() - start)
+
+
+def run_demo(workdir: Path | str | None = None, *, seed: int = 0, compare: bool = False,
+             backend: str = "local", resume: bool = False,
+             progress: Progress = no_progress) -> DemoResult:
+    """Build the micro challenge and post-train on the relevant collection (and, with
+    `compare`, on the off-topic one); scores keyed by collection name."""
+    root = Path(workdir or DEFAULT_WORKDIR).expanduser()
+    progress(StageEvent(stage="build", status="start",
+                        message=f"generating the micro challenge (seed {seed}) in {root}"))
+    ch = build_micro(root, seed=seed)
+    progress(StageEvent(stage="build", status="done", message=f"suite {ch.suite_hash[:19]}"))
+    scores: dict[str, CollectionScore] = {}
+    for name in (RELEVANT, OFFTOPIC) if compare else (RELEVANT,):
+        scores[name] = run_collection(ch, name, backend=backend, resume=resume,
+                                      progress=progress)
+    return DemoResult(seed=seed, workdir=str(root), suite_hash=ch.suite_hash, backend=backend,
+                      scores=scores)

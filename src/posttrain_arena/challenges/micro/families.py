@@ -1,0 +1,351 @@
+"""Procedural task families of the micro challenge.
+
+Each family turns a random generator into one task *instance*: a prompt, the seed files
+the environment starts with, the one short shell command that solves it (the oracle) and
+the final state the verifier expects. Every parameter the command needs (file names,
+column numbers, words, counts) is stated in the prompt, so a model that learned a family
+solves fresh instances by copying parameters from the prompt into the command.
+
+Sixteen families, two per domain. The first eight (`SUITE_FAMILIES`) make the held-out
+suite and the relevant collection; the other eight (`OFFTOPIC_FAMILIES`) make the
+off-topic collection. The two groups use disjoint commands, so training on one teaches
+nothing the other's verifier rewards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from posttrain_arena.spec.domains import Domain
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The final state a verifier checks, relative to the workdir."""
+
+    files: dict[str, str] = field(default_factory=dict)  # path -> exact text (ws-normalised)
+    absent: list[str] = field(default_factory=list)  # paths that must no longer exist
+    executable: list[str] = field(default_factory=list)  # files that must be executable
+    dirs: list[str] = field(default_factory=list)  # directories that must exist
+
+    def to_json(self) -> dict[str, object]:
+        return {"files": self.files, "absent": self.absent,
+                "executable": self.executable, "dirs": self.dirs}
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One generated task: what the package is made of."""
+
+    family: str
+    domain: Domain
+    title: str
+    prompt: str
+    files: dict[str, str]
+    command: str
+    expect: Expectation
+    params: dict[str, str]
+
+    @property
+    def key(self) -> str:
+        """Identity of the instance: family, parameters and seed files (12 hex digits)."""
+        blob = json.dumps([self.family, self.params, self.files], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @property
+    def name(self) -> str:
+        """Package directory name."""
+        return f"{self.family}-{self.key[:8]}"
+
+
+@dataclass(frozen=True)
+class Family:
+    """A task family: a name, a domain and a generator of instances."""
+
+    name: str
+    domain: Domain
+    title: str
+    make: Callable[[random.Random], Instance]
+
+    def generate(self, rng: random.Random) -> Instance:
+        return self.make(rng)
+
+
+# Vocabulary the generators draw from. Fresh instances recombine these, so every name a
+# held-out prompt mentions was seen in some other combination during training.
+_STEMS = ["notes", "data", "report", "items", "log", "list", "records", "input",
+          "values", "entries", "sample", "batch"]
+_OUTS = ["answer", "result", "out", "output", "summary", "final", "count", "total"]
+_PEOPLE = ["Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Gita", "Hugo", "Ines",
+           "Jonas", "Kemal", "Lena", "Mateo", "Nora", "Omar", "Priya", "Quinn", "Rosa",
+           "Sven", "Tara", "Umar", "Vera", "Wen", "Yara", "Zane"]
+_WORDS = ["alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "light", "paper",
+          "green", "quick", "silver", "north", "ocean", "metal", "plain", "field", "spark"]
+_MARKERS = ["TODO", "FIXME", "XXX", "HACK", "BUG", "NOTE"]
+_LEVELS = ["INFO", "WARN", "DEBUG"]
+
+
+def _fname(rng: random.Random, ext: str, avoid: set[str] | None = None) -> str:
+    while True:
+        name = f"{rng.choice(_STEMS)}.{ext}"
+        if not avoid or name not in avoid:
+            return name
+
+
+def _oname(rng: random.Random, ext: str = "txt", avoid: set[str] | None = None) -> str:
+    while True:
+        name = f"{rng.choice(_OUTS)}.{ext}"
+        if not avoid or name not in avoid:
+            return name
+
+
+def _lines(items: list[str]) -> str:
+    return "\n".join(items) + "\n"
+
+
+def _inst(family: str, domain: Domain, title: str, prompt: str, files: dict[str, str],
+          command: str, expect: Expectation, **params: object) -> Instance:
+    return Instance(family=family, domain=domain, title=title, prompt=prompt, files=files,
+                    command=command, expect=expect,
+                    params={k: str(v) for k, v in params.items()})
+
+
+# ---------------------------------------------------------------- suite families (A-H)
+
+def _count_markers(rng: random.Random) -> Instance:
+    src = f"{rng.choice(_STEMS)}.py"
+    out = _oname(rng)
+    marker = rng.choice(_MARKERS)
+    body = []
+    for i in range(rng.randint(8, 16)):
+        tag = rng.choice([marker, *_MARKERS]) if rng.random() < 0.5 else ""
+        body.append(f"x{i} = {rng.randint(0, 99)}" + (f"  # {tag}: tidy up" if tag else ""))
+    n = sum(marker in line for line in body)
+    return _inst(
+        "count-markers", Domain.SOFTWARE_ENGINEERING, "Count code markers",
+        f"Count the lines of {src} that contain {marker} and write the number to {out}.",
+        {src: _lines(body)}, f"grep -c {marker} {src} > {out}",
+        Expectation(files={out: f"{n}\n"}), src=src, out=out, marker=marker)
+
+
+def _unique_ips(rng: random.Random) -> Instance:
+    log = f"{rng.choice(['auth', 'access', 'ssh', 'firewall'])}.log"
+    out = _oname(rng)
+    ips = [f"10.0.{rng.randint(0, 9)}.{rng.randint(1, 254)}" for _ in range(rng.randint(3, 6))]
+    rows = [f"{rng.choice(ips)} {rng.choice(['login', 'denied', 'probe'])} "
+            f"user={rng.choice(_PEOPLE).lower()}" for _ in range(rng.randint(8, 14))]
+    seen = sorted({r.split(" ")[0] for r in rows})
+    return _inst(
+        "unique-ips", Domain.CYBERSECURITY, "List source addresses",
+        f"Write the unique IP addresses of the first field of {log}, sorted, to {out}.",
+        {log: _lines(rows)}, f"cut -d ' ' -f 1 {log} | sort -u > {out}",
+        Expectation(files={out: _lines(seen)}), log=log, out=out)
+
+
+def _column_sum(rng: random.Random) -> Instance:
+    csv = _fname(rng, "csv")
+    out = _oname(rng)
+    ncols = rng.randint(2, 5)
+    col = rng.randint(1, ncols)
+    rows = [[rng.randint(1, 500) for _ in range(ncols)] for _ in range(rng.randint(4, 10))]
+    total = sum(r[col - 1] for r in rows)
+    return _inst(
+        "column-sum", Domain.FINANCE_ECONOMICS, "Total a ledger column",
+        f"Sum column {col} of {csv} (comma-separated, no header) and write the total to {out}.",
+        {csv: _lines([",".join(map(str, r)) for r in rows])},
+        f"awk -F, '{{s+=${col}}} END {{print s}}' {csv} > {out}",
+        Expectation(files={out: f"{total}\n"}), csv=csv, out=out, col=col)
+
+
+def _sort_names(rng: random.Random) -> Instance:
+    src = _fname(rng, "txt")
+    out = _oname(rng, avoid={src})
+    names = rng.sample(_PEOPLE, rng.randint(5, 10))
+    return _inst(
+        "sort-names", Domain.OFFICE_WHITE_COLLAR, "Sort a name list",
+        f"Sort the lines of {src} alphabetically and write them to {out}.",
+        {src: _lines(names)}, f"sort {src} > {out}",
+        Expectation(files={out: _lines(sorted(names))}), src=src, out=out)
+
+
+def _word_count(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['draft', 'article', 'caption', 'script', 'story', 'post'])}.txt"
+    out = _oname(rng)
+    text = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
+            for _ in range(rng.randint(2, 6))]
+    n = sum(len(t.split()) for t in text)
+    return _inst(
+        "word-count", Domain.MEDIA_CONTENT_PRODUCTION, "Count words of a draft",
+        f"Write the number of words in {src} to {out}.",
+        {src: _lines(text)}, f"wc -w < {src} > {out}",
+        Expectation(files={out: f"{n}\n"}), src=src, out=out)
+
+
+def _max_reading(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['temps', 'readings', 'ph', 'samples', 'counts', 'spectra'])}.txt"
+    out = _oname(rng)
+    values = [rng.randint(1, 999) for _ in range(rng.randint(5, 12))]
+    return _inst(
+        "max-reading", Domain.NATURAL_SCIENCE, "Find the peak reading",
+        f"Write the largest number in {src} (one number per line) to {out}.",
+        {src: _lines([str(v) for v in values])}, f"sort -n {src} | tail -n 1 > {out}",
+        Expectation(files={out: f"{max(values)}\n"}), src=src, out=out)
+
+
+def _sequence(rng: random.Random) -> Instance:
+    out = _oname(rng)
+    a = rng.randint(1, 30)
+    b = a + rng.randint(2, 12)
+    return _inst(
+        "sequence", Domain.MATHEMATICS_FORMAL_REASONING, "Write an integer range",
+        f"Write the integers from {a} to {b}, one per line, to {out}.",
+        {}, f"seq {a} {b} > {out}",
+        Expectation(files={out: _lines([str(i) for i in range(a, b + 1)])}), a=a, b=b, out=out)
+
+
+def _first_lines(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['sensor', 'pump', 'valve', 'motor', 'line', 'press'])}.log"
+    out = _oname(rng)
+    rows = [f"t={i} {rng.choice(_LEVELS)} rpm={rng.randint(100, 3000)}"
+            for i in range(rng.randint(8, 14))]
+    n = rng.randint(2, 6)
+    return _inst(
+        "first-lines", Domain.INDUSTRIAL_PHYSICAL_SYSTEMS, "Keep the first log lines",
+        f"Copy the first {n} lines of {src} to {out}.",
+        {src: _lines(rows)}, f"head -n {n} {src} > {out}",
+        Expectation(files={out: _lines(rows[:n])}), src=src, out=out, n=n)
+
+
+# ------------------------------------------------------------- off-topic families (I-P)
+
+def _make_executable(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['build', 'deploy', 'lint', 'setup', 'run', 'check'])}.sh"
+    body = f"#!/bin/sh\necho {rng.choice(_WORDS)}\n"
+    return _inst(
+        "make-executable", Domain.SOFTWARE_ENGINEERING, "Make a script executable",
+        f"Make the script {src} executable.",
+        {src: body}, f"chmod +x {src}",
+        Expectation(files={src: body}, executable=[src]), src=src)
+
+
+def _checksum(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['firmware', 'package', 'archive', 'image', 'backup'])}.bin"
+    out = _oname(rng)
+    body = _lines([rng.choice(_WORDS) + str(rng.randint(0, 999)) for _ in range(4)])
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    return _inst(
+        "checksum", Domain.CYBERSECURITY, "Record a checksum",
+        f"Write the SHA-256 checksum line of {src} to {out}.",
+        {src: body}, f"sha256sum {src} > {out}",
+        Expectation(files={out: f"{digest}  {src}\n"}), src=src, out=out)
+
+
+def _reverse_ledger(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['ledger', 'journal', 'payments', 'invoices'])}.txt"
+    out = _oname(rng)
+    rows = [f"{rng.choice(_PEOPLE)} {rng.randint(5, 900)}.00" for _ in range(rng.randint(4, 9))]
+    return _inst(
+        "reverse-ledger", Domain.FINANCE_ECONOMICS, "Newest entries first",
+        f"Write the lines of {src} in reverse order to {out}.",
+        {src: _lines(rows)}, f"tac {src} > {out}",
+        Expectation(files={out: _lines(rows[::-1])}), src=src, out=out)
+
+
+def _uppercase(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['memo', 'agenda', 'minutes', 'letter'])}.txt"
+    out = _oname(rng)
+    text = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 6))) for _ in range(3)]
+    return _inst(
+        "uppercase", Domain.OFFICE_WHITE_COLLAR, "Shout a memo",
+        f"Convert {src} to upper case and write the result to {out}.",
+        {src: _lines(text)}, f"tr a-z A-Z < {src} > {out}",
+        Expectation(files={out: _lines([t.upper() for t in text])}), src=src, out=out)
+
+
+def _make_folder(rng: random.Random) -> Instance:
+    top = rng.choice(["media", "assets", "footage", "episodes"])
+    sub = f"{rng.choice(_WORDS)}{rng.randint(1, 9)}"
+    return _inst(
+        "make-folder", Domain.MEDIA_CONTENT_PRODUCTION, "Create a media folder",
+        f"Create the directory {top}/{sub}, with its parents.",
+        {}, f"mkdir -p {top}/{sub}",
+        Expectation(dirs=[f"{top}/{sub}"]), top=top, sub=sub)
+
+
+def _backup_copy(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['assay', 'culture', 'genome', 'titration'])}.dat"
+    dst = f"{rng.choice(_OUTS)}.bak"
+    body = _lines([f"{rng.randint(1, 99)} {rng.randint(1, 99)}" for _ in range(4)])
+    return _inst(
+        "backup-copy", Domain.NATURAL_SCIENCE, "Back up a measurement file",
+        f"Copy {src} to {dst}.",
+        {src: body}, f"cp {src} {dst}",
+        Expectation(files={src: body, dst: body}), src=src, dst=dst)
+
+
+def _number_lines(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['proof', 'lemmas', 'steps', 'axioms'])}.txt"
+    out = _oname(rng)
+    rows = [f"{rng.choice(_WORDS)} implies {rng.choice(_WORDS)}" for _ in range(rng.randint(3, 7))]
+    numbered = [f"{i:6d}\t{row}" for i, row in enumerate(rows, 1)]
+    return _inst(
+        "number-lines", Domain.MATHEMATICS_FORMAL_REASONING, "Number proof steps",
+        f"Write {src} with numbered lines to {out}.",
+        {src: _lines(rows)}, f"cat -n {src} > {out}",
+        Expectation(files={out: _lines(numbered)}), src=src, out=out)
+
+
+def _rename(rng: random.Random) -> Instance:
+    src = f"{rng.choice(['plc', 'hmi', 'scada', 'relay'])}.cfg"
+    dst = f"{rng.choice(_WORDS)}.cfg"
+    body = _lines([f"set {rng.choice(_WORDS)} {rng.randint(0, 9)}" for _ in range(3)])
+    return _inst(
+        "rename-config", Domain.INDUSTRIAL_PHYSICAL_SYSTEMS, "Rename a controller config",
+        f"Rename {src} to {dst}.",
+        {src: body}, f"mv {src} {dst}",
+        Expectation(files={dst: body}, absent=[src]), src=src, dst=dst)
+
+
+SUITE_FAMILIES: tuple[Family, ...] = tuple(
+    Family(name, domain, title, make) for name, domain, title, make in [
+        ("count-markers", Domain.SOFTWARE_ENGINEERING, "Count code markers", _count_markers),
+        ("unique-ips", Domain.CYBERSECURITY, "List source addresses", _unique_ips),
+        ("column-sum", Domain.FINANCE_ECONOMICS, "Total a ledger column", _column_sum),
+        ("sort-names", Domain.OFFICE_WHITE_COLLAR, "Sort a name list", _sort_names),
+        ("word-count", Domain.MEDIA_CONTENT_PRODUCTION, "Count words of a draft", _word_count),
+        ("max-reading", Domain.NATURAL_SCIENCE, "Find the peak reading", _max_reading),
+        ("sequence", Domain.MATHEMATICS_FORMAL_REASONING, "Write an integer range", _sequence),
+        ("first-lines", Domain.INDUSTRIAL_PHYSICAL_SYSTEMS, "Keep the first log lines",
+         _first_lines),
+    ]
+)
+
+OFFTOPIC_FAMILIES: tuple[Family, ...] = tuple(
+    Family(name, domain, title, make) for name, domain, title, make in [
+        ("make-executable", Domain.SOFTWARE_ENGINEERING, "Make a script executable",
+         _make_executable),
+        ("checksum", Domain.CYBERSECURITY, "Record a checksum", _checksum),
+        ("reverse-ledger", Domain.FINANCE_ECONOMICS, "Newest entries first", _reverse_ledger),
+        ("uppercase", Domain.OFFICE_WHITE_COLLAR, "Shout a memo", _uppercase),
+        ("make-folder", Domain.MEDIA_CONTENT_PRODUCTION, "Create a media folder", _make_folder),
+        ("backup-copy", Domain.NATURAL_SCIENCE, "Back up a measurement file", _backup_copy),
+        ("number-lines", Domain.MATHEMATICS_FORMAL_REASONING, "Number proof steps",
+         _number_lines),
+        ("rename-config", Domain.INDUSTRIAL_PHYSICAL_SYSTEMS, "Rename a controller config",
+         _rename),
+    ]
+)
+
+ALL_FAMILIES: tuple[Family, ...] = SUITE_FAMILIES + OFFTOPIC_FAMILIES
+
+
+def family(name: str) -> Family:
+    """The family called `name`; KeyError lists the known names."""
+    for fam in ALL_FAMILIES:
+        if fam.name == name:
+            return fam
+    raise KeyError(f"no family {name!r}; known: {', '.join(f.name for f in ALL_FAMILIES)}")

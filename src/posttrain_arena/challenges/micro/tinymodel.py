@@ -1,0 +1,174 @@
+"""The micro challenge's base model, built from nothing on this machine.
+
+A byte-level BPE tokenizer is trained with `tokenizers` on text of the task families
+and of the model agent's conversation format, wrapped as a `PreTrainedTokenizerFast`
+with a Qwen-style chat template (tools in the system turn, `<tool_call>` blocks in
+assistant turns, `<tool_response>` blocks for tool results). The model is a small
+Qwen2 configuration with random weights. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from posttrain_arena.challenges.micro.families import ALL_FAMILIES
+
+IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+# Markup tokens the agent's parser reads back from decoded text: ordinary (not special)
+# added tokens, so `skip_special_tokens=True` keeps them, as in Qwen's tokenizers.
+MARKUP = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+
+CHAT_TEMPLATE = r"""
+{%- if tools %}
+{{- '<|im_start|>system\n' }}
+{%- if messages[0].role == 'system' %}{{- messages[0].content + '\n\n' }}{%- endif %}
+{{- '# Tools:' }}
+{%- for tool in tools %}
+{%- set f = tool.function if tool.function is defined else tool %}
+{%- set props = f.parameters.properties
+      if f.parameters is defined and f.parameters.properties is defined else {} %}
+{{- ' ' + f.name + '(' + (props | list | join(', ')) + ')' }}
+{%- endfor %}
+{{- '\nCall one as <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>' }}
+{{- '<|im_end|>\n' }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}
+{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}
+{%- elif message.role == 'assistant' %}
+{{- '<|im_start|>assistant' }}
+{%- if message.content %}{{- '\n' + message.content }}{%- endif %}
+{%- for call in (message.tool_calls or []) %}
+{%- if call.function is defined %}{%- set call = call.function %}{%- endif %}
+{{- '\n<tool_call>\n{"name": "' + call.name + '", "arguments": ' }}
+{%- if call.arguments is string %}{{- call.arguments }}
+{%- else %}{{- call.arguments | tojson }}{%- endif %}
+{{- '}\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\n' }}
+{%- elif message.role == 'tool' %}
+{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}
+{{- '<|im_start|>user' }}{%- endif %}
+{{- '\n<tool_response>\n' + message.content + '\n</tool_response>' }}
+{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\n' }}{%- endif %}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}
+""".strip()
+
+
+class TinyModelSpec(BaseModel):
+    """Shape of the micro challenge's from-scratch model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    vocab_size: int = Field(default=2048, ge=300, description="BPE vocabulary size")
+    hidden_size: int = Field(default=128, ge=16, description="Model width d")
+    intermediate_size: int = Field(default=384, ge=16, description="MLP width")
+    num_layers: int = Field(default=4, ge=1, description="Transformer layers")
+    num_heads: int = Field(default=4, ge=1, description="Attention heads")
+    max_positions: int = Field(default=2048, ge=128, description="Longest sequence (tokens)")
+    seed: int = Field(default=0, description="Seed of the random initialisation")
+
+
+def _agent_format() -> tuple[str, list[dict[str, Any]]]:
+    """The model agent's system prompt and tool schemas (what every prompt starts with)."""
+    try:
+        from posttrain_arena.agents.model import SYSTEM_PROMPT, TOOLS  # type: ignore[attr-defined]
+
+        return str(SYSTEM_PROMPT), list(TOOLS)
+    except ImportError:  # the agent module is optional for building the tokenizer
+        return "You are an agent in a Linux shell. Use the bash tool, then call submit.", [
+            {"type": "function", "function": {
+                "name": "bash", "description": "Run a bash command",
+                "parameters": {"type": "object", "properties": {
+                    "command": {"type": "string"}}, "required": ["command"]}}},
+            {"type": "function", "function": {
+                "name": "submit", "description": "Finish the task",
+                "parameters": {"type": "object", "properties": {}}}},
+        ]
+
+
+def tokenizer_corpus(seed: int = 0, per_family: int = 60) -> list[str]:
+    """Text the tokenizer learns its merges from: the agent format and family instances."""
+    system, tools = _agent_format()
+    rng = random.Random(seed)
+    texts = [system, CHAT_TEMPLATE, *(json.dumps(t) for t in tools)]
+    for fam in ALL_FAMILIES:
+        for _ in range(per_family):
+            inst = fam.generate(rng)
+            call = json.dumps({"name": "bash", "arguments": {"command": inst.command}})
+            texts += [inst.prompt, call, *inst.files.values(), *inst.expect.files.values()]
+    texts += ["(no output)", "exit code: 0", "exit code: 1", "Time left:", "seconds"]
+    return texts
+
+
+def build_tokenizer(texts: Iterable[str], vocab_size: int = 2048) -> Any:
+    """A byte-level BPE `PreTrainedTokenizerFast` with the Qwen-style chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT, IM_START, IM_END],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=IM_END, pad_token=EOT, bos_token=None,
+        unk_token=None, model_max_length=4096,
+    )
+    fast.add_tokens(MARKUP, special_tokens=False)
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_model(tokenizer: Any, spec: TinyModelSpec) -> Any:
+    """A randomly initialised Qwen2 causal LM sized by `spec`."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_heads,
+        max_position_embeddings=spec.max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
+        pad_token_id=tokenizer.convert_tokens_to_ids(EOT),
+        torch_dtype="float32",
+    )
+    torch.manual_seed(spec.seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    return model
+
+
+def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
+                     corpus: Sequence[str] | None = None) -> Path:
+    """Train the tokenizer, initialise the model and save both to `out_dir`."""
+    spec = spec or TinyModelSpec()
+    tokenizer = build_tokenizer(corpus or tokenizer_corpus(spec.seed), spec.vocab_size)
+    model = build_model(tokenizer, spec)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(out_dir)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    (out_dir / "micro_model.json").write_text(spec.model_dump_json(indent=2) + "\n")
+    return out_dir
