@@ -45,30 +45,30 @@ def _first(data: dict[str, Any], *keys: str) -> Any:
 
 
 def summarize_score(data: dict[str, Any]) -> ScoreSummary:
-    """Read the aggregate fields of a score.json, accepting the pipeline's field names."""
-    base = _first(data, "base_pass_rate", "base.pass_rate", "base")
-    final = _first(data, "final_pass_rate", "final.pass_rate", "final")
+    """The aggregate fields of a score.json (the pipeline's `train.score.Score`, or a flat
+    form with the ScoreSummary field names). Per-task data is dropped: the suite is sealed.
+    """
+    base = _first(data, "base_pass_rate", "base.pass_rate")
+    final = _first(data, "final_pass_rate", "final.pass_rate")
     if not isinstance(base, int | float) or not isinstance(final, int | float):
         raise BadRequest("score.json has no base and final pass rates")
-    change = _first(data, "change_pp", "delta_pp", "change")
-    interval = _first(data, "interval", "ci95", "ci")
-    lo = _first(data, "ci_low", "interval.low", "ci95.low")
-    hi = _first(data, "ci_high", "interval.high", "ci95.high")
+    change = _first(data, "change_pp", "change.delta_pp", "delta_pp")
+    lo = _first(data, "ci_low", "change.ci95_low_pp")
+    hi = _first(data, "ci_high", "change.ci95_high_pp")
+    interval = _first(data, "interval")
     if isinstance(interval, list | tuple) and len(interval) == 2:
         lo, hi = interval
-    n = _first(data, "n_tasks", "n", "suite_size", "heldout_tasks")
-    if isinstance(n, list):
-        n = len(n)
-    per_task = _first(data, "per_task", "tasks")
-    if n is None and isinstance(per_task, list | dict):
-        n = len(per_task)
+    n = _first(data, "n_tasks", "change.paired_tasks")
+    per_domain = _first(data, "per_domain") or {}
+    if isinstance(per_domain, list):  # the pipeline's list of DomainChange
+        per_domain = {d["domain"]: {k: v for k, v in d.items() if k != "domain"}
+                      for d in per_domain if isinstance(d, dict) and "domain" in d}
     return ScoreSummary(
         base_pass_rate=float(base), final_pass_rate=float(final),
         change_pp=float(change) if change is not None else 100.0 * (final - base),
-        ci_low=lo, ci_high=hi,
-        per_domain=_first(data, "per_domain", "domains") or {}, n_tasks=int(n or 0),
+        ci_low=lo, ci_high=hi, per_domain=per_domain, n_tasks=int(n or 0),
         suite_hash=_first(data, "suite_hash", "provenance.suite_hash"),
-        cost=_first(data, "cost", "compute_cost"),
+        cost=_first(data, "cost"),
     )
 
 

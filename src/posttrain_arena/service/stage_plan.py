@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from posttrain_arena.service.checking import check_collection_dir
+from posttrain_arena.service.results import summarize_score
 
 
 class StageError(Exception):
@@ -43,6 +44,7 @@ class RunContext:
     challenge: dict[str, Any]
     heartbeat: Callable[[], bool] = field(default=lambda: True)
     log: Callable[[str], None] = field(default=lambda _msg: None)
+    substage: Callable[[str], None] = field(default=lambda _name: None)
 
     @property
     def snapshot_dir(self) -> Path:
@@ -122,10 +124,18 @@ def run_pipeline(ctx: RunContext) -> dict[str, Any]:
         "train": recipe.train.model_copy(update={
             "collection": str(ctx.snapshot_dir.resolve()), "commit": None}),
     })
-    score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True)
-    data = score.model_dump(mode="json") if hasattr(score, "model_dump") else dict(score)
+    def progress(event: Any) -> None:
+        if getattr(event, "status", None) in ("start", "skip"):
+            ctx.substage(str(event.stage))
+
+    score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True,
+                       progress=progress)
+    data = score.model_dump(mode="json")
     (ctx.run_dir / "score.json").write_text(json.dumps(data, indent=2))
-    return {"score": data}
+    # Only aggregates go to the database and the API: per-task data names sealed tasks.
+    summary = summarize_score(data).model_dump(mode="json")
+    summary["provenance"] = data.get("provenance")
+    return {"score": summary}
 
 
 def default_plan() -> Sequence[Stage]:

@@ -103,8 +103,16 @@ class Worker:
                              collection_dir=Path(col.storage_path),
                              collection_hash=col.content_hash, challenge=challenge,
                              heartbeat=hb.beat,
-                             log=lambda msg: log.info("run %s: %s", run_id, msg))
+                             log=lambda msg: log.info("run %s: %s", run_id, msg),
+                             substage=lambda name: self._substage(run_id, name))
             return ctx, list(run.stages_done)
+
+    def _substage(self, run_id: int, name: str) -> None:
+        """Show progress inside a stage (e.g. `pipeline/sft`) as the run's stage."""
+        with self.db.write() as s:
+            run = lifecycle.held(s, run_id, self.worker_id)
+            if run is not None and run.stage:
+                run.stage = f"{run.stage.split('/')[0]}/{name}"
 
     def run_stage(self, run_id: int) -> StepOutcome:
         """Run the next unfinished stage of a run this worker holds."""
