@@ -59,10 +59,11 @@ def challenge_page(ref: str, request: Request, viewer: ViewerDep) -> Response:
         results = list_results(s, ch.id, limit=100)
         runs, n_runs = run_svc.list_runs(s, challenge=ch.slug, limit=30)
         cols, _ = col_svc.list_collections(s, limit=500)
+        names = user_names(s, [r.created_by for r in runs])
     col_names = {c.id: c.name for c in cols}
     return render(request, "challenge.html", viewer, ch=ch, board=board,
                   plot=leaderboard_svg(board), results=results, runs=runs, n_runs=n_runs,
-                  col_names=col_names, challenges_by_id={ch.id: ch})
+                  col_names=col_names, challenges_by_id={ch.id: ch}, names=names)
 
 
 @router.post("/arena/challenges/{ref}/health")

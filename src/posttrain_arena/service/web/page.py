@@ -59,7 +59,17 @@ def pp(value: float | None, signed: bool = True) -> str:
     return f"{value:+.1f} pp" if signed else f"{value:.1f} pp"
 
 
-templates.env.filters.update(domain=domain_name, when=when, pp=pp)
+def short(digest: str | None, keep: int = 16) -> str:
+    """A long hash shortened for display ("sha256:0123456789ab…"); the title keeps it all."""
+    if not digest:
+        return "—"
+    algo, sep, hexpart = digest.partition(":")
+    body = hexpart if sep else algo
+    cut = body if len(body) <= keep else body[:keep] + "…"
+    return f"{algo}:{cut}" if sep else cut
+
+
+templates.env.filters.update(domain=domain_name, when=when, pp=pp, short=short)
 
 
 @dataclass(frozen=True)

@@ -137,10 +137,10 @@ def review(run_id: int, request: Request, viewer: ViewerDep,
     try:
         with db_of(request).write() as s:
             res_svc.review(s, viewer.principal, run_id, body)
-            ch_id = run_svc.get_run(s, run_id).challenge_id
+            slug = ch_svc.get_challenge(s, run_svc.get_run(s, run_id).challenge_id).slug
     except NotFound:
         raise
     except ServiceError as exc:
         return _back(run_id, f"Not reviewed: {exc.message}", "error")
-    return redirect(f"/arena/challenges/{ch_id}#leaderboard",
+    return redirect(f"/arena/challenges/{slug}#leaderboard",
                     f"Run {run_id}'s result {body.decision.value}ed.")
