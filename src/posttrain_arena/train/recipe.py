@@ -236,6 +236,11 @@ class RuntimeSection(_Section):
     k: int = Field(default=1, ge=1, le=64, description="Samples per held-out task per eval")
     seed: int = Field(default=0, description="Seed of every random choice in the run")
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="Torch device")
+    torch_threads: int = Field(
+        default=0, ge=0,
+        description="CPU threads torch may use; 0 = 1 on CPU (small models on shared cores "
+        "run far faster single-threaded), torch's default on GPU hosts",
+    )
     policy_endpoint: str | None = Field(
         default=None,
         description="OpenAI-compatible server (vLLM) that serves the policy for evaluation",

@@ -54,6 +54,11 @@ class Steps:
             from posttrain_arena.train.modeling import pick_device
 
             self._device = pick_device(self.r.runtime.device)
+            threads = self.r.runtime.torch_threads or (1 if self._device == "cpu" else 0)
+            if threads:
+                import torch
+
+                torch.set_num_threads(threads)
         return self._device
 
     @property
