@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
 from pathlib import Path
@@ -28,11 +27,10 @@ def run_script(
         script = f"{target}/{script_name}"
     command = f"bash {script}"
     env = {"BENCHFLOW_WORKSPACE": shell.workdir, "ARENA_SCRIPT_DIR": target}
-    result = shell.exec(command, env=env)
-    if cleanup:
-        # The phase may already be over; the session is discarded anyway then.
-        with contextlib.suppress(Exception):
-            shell.exec(f"rm -rf {target}", timeout=30)
+    # One exec runs the script and removes it (the deletion must happen even when the
+    # script fails; a timeout kills both, and the session is discarded then anyway).
+    run = f"{command}; rc=$?; rm -rf {target}; exit $rc" if cleanup else command
+    result = shell.exec(run, env=env)
     call = {"id": "call-0", "type": "function",
             "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
     output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")

@@ -115,7 +115,7 @@ def execute(plan: TrialPlan) -> PhaseOutcome:
         if verifier_future is not None:
             vsession = verifier_future.result()
             plan.timings["verifier_wait"] = time.monotonic() - t0
-            reading = _verify_fresh(plan, agent_session, vsession, roots)
+            reading = _verify_fresh(plan, agent_session, vsession, roots, pool)
         else:
             reading = shared.verify_shared(plan, agent_session, roots)
         plan.timings["verify"] = time.monotonic() - t0
@@ -198,7 +198,7 @@ def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
 
 
 def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
-                  roots: list[str]) -> Reading:
+                  roots: list[str], pool: ThreadPoolExecutor) -> Reading:
     t0 = time.monotonic()
     storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
     try:
@@ -206,6 +206,7 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     except StateTooLarge as exc:
         return Reading(None, str(exc))
     plan.timings["state_copy"] = time.monotonic() - t0
+    pool.submit(agent_session.stop)  # no longer needed: let it go while the verifier runs
     if report.dropped_links:
         plan.record.write_text("dropped_links.txt", "\n".join(report.dropped_links) + "\n")
     command = build_command(plan.task.verifier_kind, verifier_dir=VERIFIER_MOUNT,

@@ -8,12 +8,13 @@ so `answer.txt -> /verifier/expected` or `-> /etc/passwd` arrive as missing file
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posttrain_arena.sandbox.base import Session
+from posttrain_arena.sandbox.base import SandboxError, Session
 
 SYSTEM_PREFIXES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/proc",
                    "/sys", "/dev", "/boot", "/run", "/var/lib/dpkg", "/var/lib/apt")
@@ -46,11 +47,6 @@ def state_roots(workdir: str, state_paths: list[str]) -> list[str]:
     return sorted(roots)
 
 
-_PROBE = (
-    'for p in "$@"; do if [ -e "$p" ] || [ -L "$p" ]; then '
-    'printf "%s\\t%s\\n" "$(du -skx -- "$p" 2>/dev/null | cut -f1)" "$p"; fi; done'
-)
-
 CLEAR_SCRIPT = (
     'for p in "$@"; do if [ -d "$p" ] && [ ! -L "$p" ]; then '
     'find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + ; else rm -rf -- "$p"; fi; done'
@@ -68,27 +64,43 @@ def copy_state(agent: Session, verifier: Session, roots: list[str], scratch: Pat
                *, max_kbytes: int) -> StateReport:
     """Copy each existing root from the agent's session into the (cleared) verifier's."""
     report = StateReport()
-    probe = agent.exec(["/bin/sh", "-c", _PROBE, "sh", *roots], timeout=120, user="root")
-    present: list[str] = []
-    for line in probe.stdout.splitlines():
-        size, _, path = line.partition("\t")
-        if path in roots:
-            present.append(path)
-            report.kbytes += int(size) if size.isdigit() else 0
+    hosts: dict[str, Path] = {}
+    for i, root in enumerate(roots):
+        host = scratch / f"state-{i}"
+        try:
+            agent.copy_out(root, host)
+        except SandboxError:
+            if _exists(agent, root):
+                raise
+            continue  # the agent removed it: the verifier sees it absent too
+        hosts[root] = host
+    report.kbytes = sum(_kbytes(h) for h in hosts.values())
     if report.kbytes > max_kbytes:
         raise StateTooLarge(
-            f"the agent left {report.kbytes // 1024} MiB in {', '.join(present)}; the "
+            f"the agent left {report.kbytes // 1024} MiB in {', '.join(hosts)}; the "
             f"task's storage limit is {max_kbytes // 1024} MiB"
         )
-    hosts = {root: scratch / f"state-{i}" for i, root in enumerate(present)}
-    for root, host in hosts.items():
-        agent.copy_out(root, host)
     report.dropped_links = _drop_escaping_links(hosts, roots)
     for root, host in hosts.items():
         if host.exists() or host.is_symlink():
             verifier.copy_in(host, root)
             report.copied.append(root)
     return report
+
+
+def _exists(session: Session, path: str) -> bool:
+    probe = session.exec(["/bin/sh", "-c", '[ -e "$1" ] || [ -L "$1" ]', "sh", path],
+                         timeout=60, user="root")
+    return probe.exit_code == 0
+
+
+def _kbytes(root: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total // 1024
 
 
 def _inside(path: str, roots: list[str]) -> bool:

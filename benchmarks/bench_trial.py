@@ -1,0 +1,157 @@
+"""Trial overhead: per-trial wall time and replay throughput, beside Docker baselines.
+
+Measured in one run, for a trivial task with a warm image (oracle + verify):
+
+* docker trial (TrialRunner, fresh verification) vs a bare
+  `docker run --rm --network none IMAGE true` and vs a hand-made docker-CLI trial
+  (run -d, cp solve, exec solve, cp verifier, exec verify, rm -f): target <= 2x bare;
+* local trial (bubblewrap): target <= 0.15 s;
+* Docker Engine API calls per trial;
+* throughput of a replay (oracle + empty trial per task) of N tasks at -j 1, 2, 4.
+
+    .venv/bin/python benchmarks/bench_trial.py [--tasks 50] [--reps 5] [--backends docker,local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from posttrain_arena.agents.oracle import OracleAgent
+from posttrain_arena.spec.package import load_task
+from posttrain_arena.trial.replay import replay_collection
+from posttrain_arena.trial.runner import TrialRunner
+
+BASE = "posttrain-arena/python:bookworm"
+
+TASK_MD = """---
+version: "1.0"
+metadata: {{author_name: bench, author_email: bench@example.org,
+            category: software-engineering, difficulty: easy}}
+agent: {{timeout_sec: 60}}
+verifier: {{timeout_sec: 60}}
+environment: {{cpus: 1, memory_mb: 512, storage_mb: 256, workdir: /root}}
+---
+## prompt
+Write {secret} into /root/answer.txt.
+"""
+
+VERIFIER = """import os, pathlib
+ok = pathlib.Path("/root/answer.txt").read_text().strip() == "{secret}" \\
+    if pathlib.Path("/root/answer.txt").exists() else False
+pathlib.Path(os.environ.get("BENCHFLOW_REWARD_TEXT", "/logs/verifier/reward.txt")
+             ).write_text("1.0" if ok else "0.0")
+"""
+
+
+def make_task(root: Path, secret: str | None = None) -> Path:
+    """A trivial task: the oracle echoes a secret, the verifier compares it."""
+    secret = secret or secrets.token_hex(8)
+    (root / "environment").mkdir(parents=True)
+    (root / "environment" / "Dockerfile").write_text(f"FROM {BASE}\nWORKDIR /root\n")
+    (root / "verifier").mkdir()
+    (root / "verifier" / "verifier.py").write_text(VERIFIER.format(secret=secret))
+    (root / "oracle").mkdir()
+    (root / "oracle" / "solve.sh").write_text(f"echo {secret} > /root/answer.txt\n")
+    (root / "task.md").write_text(TASK_MD.format(secret=secret))
+    return root
+
+
+def timed(fn, reps: int) -> list[float]:  # type: ignore[no-untyped-def]
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def sh(*args: str) -> str:
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def handmade_cli_trial(image: str, task: Path) -> None:
+    """The docker-CLI trial the issue measures: run, cp, exec solve, cp, exec verify, rm."""
+    cid = sh("docker", "run", "-d", "--network", "none", image, "sleep", "infinity")
+    try:
+        sh("docker", "cp", str(task / "oracle"), f"{cid}:/oracle")
+        sh("docker", "exec", cid, "bash", "/oracle/solve.sh")
+        sh("docker", "cp", str(task / "verifier"), f"{cid}:/verifier")
+        sh("docker", "exec", cid, "sh", "-c", "mkdir -p /logs/verifier && "
+           "python3 /verifier/verifier.py && cat /logs/verifier/reward.txt")
+    finally:
+        sh("docker", "rm", "-f", cid)
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=50, help="tasks in the replay")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions per timing")
+    parser.add_argument("--backends", default="docker,local")
+    parser.add_argument("--jobs", default="1,2,4")
+    args = parser.parse_args()
+    backends = [b for b in args.backends.split(",") if b]
+    work = Path(tempfile.mkdtemp(prefix="bench-trial-"))
+    task = load_task(make_task(work / "one"))
+    print(f"trivial task, warm image; median of {args.reps} runs\n")
+    per_trial: dict[str, float] = {}
+    for name in backends:
+        runner = TrialRunner(name, records_root=work / f"records-{name}")
+        image = runner.image_for(task)
+        first = runner.run(task, OracleAgent())
+        assert first.reward == 1.0, first.reason
+        calls = [0]
+        api = getattr(getattr(runner.backend, "client", None), "api", None)
+        if api is not None:
+            api.hooks["response"].append(lambda r, *a, **k: calls.__setitem__(0, calls[0] + 1))
+        times = timed(lambda r=runner: r.run(task, OracleAgent(), seed=time.monotonic_ns()),
+                      args.reps)
+        per_trial[name] = med(times)
+        extra = f", {calls[0] / args.reps:.0f} Engine API calls/trial" if api else ""
+        print(f"{name:>6} trial (oracle + fresh verify): {med(times):.3f} s{extra}")
+        if name == "docker":
+            tag = image.tag
+            bare = med(timed(lambda t=tag: sh("docker", "run", "--rm", "--network", "none",
+                                               t, "true"), args.reps))
+            cli = med(timed(lambda t=tag: handmade_cli_trial(t, task.root), args.reps))
+            print(f"  bare `docker run --rm --network none IMAGE true`: {bare:.3f} s")
+            print(f"  hand-made docker-CLI trial:                        {cli:.3f} s")
+            print(f"  ratio trial / bare docker run: {per_trial[name] / bare:.2f}x "
+                  "(target <= 2x)")
+            print(f"  ratio trial / hand-made CLI trial: {per_trial[name] / cli:.2f}x "
+                  "(target <= 1x)")
+        if name == "local":
+            print(f"  target <= 0.150 s: {'met' if per_trial[name] <= 0.15 else 'NOT met'}")
+    coll = work / "collection" / "envs"
+    for i in range(args.tasks):
+        make_task(coll / f"t{i:03d}")
+    print(f"\nreplay of {args.tasks} tasks (oracle + empty trial each = {2 * args.tasks} "
+          "trials), warm image")
+    for name in backends:
+        runner = TrialRunner(name, records_root=work / f"replay-{name}")
+        runner.image_for(task)
+        base = None
+        for jobs in [int(j) for j in args.jobs.split(",")]:
+            t0 = time.perf_counter()
+            report = replay_collection(coll.parent, runner, jobs=jobs)
+            wall = time.perf_counter() - t0
+            assert report.ok, [c.message for c in report.checks if not c.ok][:3]
+            rate = len(report.checks) / wall
+            base = base or rate
+            print(f"{name:>6} -j {jobs}: {wall:7.2f} s, {rate:6.2f} trials/s "
+                  f"({rate / base:.2f}x of -j 1)")
+            runner = TrialRunner(name, records_root=work / f"replay-{name}-{jobs}")
+            runner.image_for(task)
+
+
+if __name__ == "__main__":
+    main()
