@@ -195,3 +195,16 @@ def test_admin_pauses_and_opens_a_challenge(site: Site, challenge: str, uploaded
     assert "admin" in editor.text and "flash error" in editor.text
     opened = post(admin, f"/arena/challenges/{challenge}/health", {"health": "open"})
     assert "now open" in opened.text
+
+
+def test_oversized_uploads_are_refused_with_a_message(site: Site) -> None:
+    c = site.client("author")
+    big = b"\0" * (site.settings.upload_max_bytes + 100_000)
+    resp = post(c, "/arena/collections/upload", {},
+                files={"file": ("big.tar.gz", big, "application/gzip")})
+    assert str(resp.url).endswith("/arena#submit")
+    assert f"larger than {site.settings.upload_max_bytes} bytes" in resp.text
+    just_over = b"\0" * (site.settings.upload_max_bytes + 10)
+    resp = post(c, "/arena/collections/upload", {},
+                files={"file": ("big.tar.gz", just_over, "application/gzip")})
+    assert "The upload was not registered" in resp.text and "larger than" in resp.text

@@ -139,3 +139,29 @@ def test_static_assets_are_local(site: Site) -> None:
         text = c.get(url).text
         assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
         assert "https://" not in text
+
+
+@pytest.mark.parametrize("error, status, advice", [
+    ("forbidden", 403, "Your role does not allow this"),
+    ("unauthorized", 401, "Sign in with your API token"),
+])
+def test_page_routes_turn_service_errors_into_pages(site: Site, error: str, status: int,
+                                                    advice: str) -> None:
+    from fastapi import APIRouter, FastAPI
+    from fastapi.testclient import TestClient
+
+    from posttrain_arena.service.errors import Forbidden, Unauthorized
+    from posttrain_arena.service.web.page import PageRoute
+
+    router = APIRouter(route_class=PageRoute)
+
+    @router.get("/guarded")
+    def guarded() -> None:
+        raise (Forbidden if error == "forbidden" else Unauthorized)("not for you")
+
+    app = FastAPI()
+    app.state.db, app.state.external_checker = site.db, None
+    app.include_router(router)
+    resp = TestClient(app).get("/guarded")
+    assert resp.status_code == status and "text/html" in resp.headers["content-type"]
+    assert "not for you" in resp.text and advice in resp.text

@@ -47,6 +47,16 @@ def collection_tasks(col: Collection) -> list[TaskRow]:
     return list(_tasks(col.storage_path, col.content_hash))
 
 
+def collection_names(session: Session, ids: Iterable[int | None]) -> dict[int, str]:
+    """Collection id -> name for the given ids (unknown ids are left out)."""
+    wanted = {i for i in ids if i is not None}
+    if not wanted:
+        return {}
+    rows = session.execute(select(Collection.id, Collection.name)
+                           .where(Collection.id.in_(wanted)))
+    return {cid: name for cid, name in rows}
+
+
 def user_names(session: Session, ids: Iterable[int | None]) -> dict[int, str]:
     """User id -> name for the given ids (unknown ids are left out)."""
     wanted = {i for i in ids if i is not None}

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
 
 from posttrain_arena.service import budget as budget_mod
 from posttrain_arena.service import challenges as ch_svc
@@ -17,7 +19,7 @@ from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.leaderboard import leaderboard
 from posttrain_arena.service.results import list_results
 from posttrain_arena.service.schemas import GitSource, Health, HealthUpdate, PathSource
-from posttrain_arena.service.views import collection_tasks, user_names
+from posttrain_arena.service.views import collection_names, collection_tasks, user_names
 from posttrain_arena.service.web.page import (
     PageRoute,
     Viewer,
@@ -43,8 +45,8 @@ def arena_page(request: Request, viewer: ViewerDep) -> Response:
         runs, n_runs = run_svc.list_runs(s, limit=30)
         names = user_names(s, [c.owner_id for c in collections]
                            + [r.created_by for r in runs])
+        col_names = collection_names(s, [r.collection_id for r in runs])
     by_id = {c.id: c for c in challenges}
-    col_names = {c.id: c.name for c in collections}
     return render(request, "arena.html", viewer, challenges=challenges, budget=budget,
                   collections=collections, n_collections=n_collections, runs=runs,
                   n_runs=n_runs, names=names, challenges_by_id=by_id, col_names=col_names)
@@ -58,9 +60,9 @@ def challenge_page(ref: str, request: Request, viewer: ViewerDep) -> Response:
         board = leaderboard(s, ch.slug)
         results = list_results(s, ch.id, limit=100)
         runs, n_runs = run_svc.list_runs(s, challenge=ch.slug, limit=30)
-        cols, _ = col_svc.list_collections(s, limit=500)
         names = user_names(s, [r.created_by for r in runs])
-    col_names = {c.id: c.name for c in cols}
+        col_names = collection_names(s, [r.collection_id for r in runs]
+                                     + [r.collection_id for r in results])
     return render(request, "challenge.html", viewer, ch=ch, board=board,
                   plot=leaderboard_svg(board), results=results, runs=runs, n_runs=n_runs,
                   col_names=col_names, challenges_by_id={ch.id: ch}, names=names)
@@ -109,25 +111,35 @@ def _registered(col_id: int, name: str, eligible: int, errors: int, warnings: in
 
 
 @router.post("/arena/collections/upload")
-def submit_upload(request: Request, viewer: ViewerDep,
-                  file: Annotated[UploadFile | None, File()] = None,
-                  name: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = ""
-                  ) -> Response:
-    """Register a collection from an uploaded tar.gz or zip archive."""
-    check_csrf(request, csrf)
+async def submit_upload(request: Request) -> Response:
+    """Register a collection from an uploaded tar.gz or zip archive (multipart form)."""
     settings, db = request.app.state.settings, db_of(request)
-    if file is None or not file.filename:
+    limit = settings.upload_max_bytes
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit + 64 * 1024:
+        return redirect("/arena#submit", f"The upload is larger than {limit} bytes; remove "
+                        "large files or register the collection from git.", "error")
+    form = await request.form()
+    check_csrf(request, _text(form.get("csrf")) or "")
+    viewer = await run_in_threadpool(get_viewer, request)
+    file = form.get("file")
+    if not isinstance(file, UploadFile) or not file.filename:
         return redirect("/arena#submit", "Choose an archive file (.tar.gz or .zip) to upload.",
                         "error")
     try:
-        staged = col_svc.stage_archive(settings, viewer.principal, file.file, file.filename,
-                                       name.strip() or None)
-        col = col_svc.register(db, settings, viewer.principal, staged)
+        staged = await run_in_threadpool(col_svc.stage_archive, settings, viewer.principal,
+                                         file.file, file.filename,
+                                         (_text(form.get("name")) or "").strip() or None)
+        col = await run_in_threadpool(col_svc.register, db, settings, viewer.principal, staged)
     except ServiceError as exc:
         return redirect("/arena#submit", f"The upload was not registered: {exc.message}",
                         "error")
     return _registered(col.id, col.name, col.eligible_count, col.error_count,
                        col.warning_count)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 @router.post("/arena/collections/git")
