@@ -17,7 +17,7 @@ import math
 import threading
 from collections import OrderedDict
 
-from sqlalchemy import func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from posttrain_arena.service.challenges import get_challenge
@@ -41,7 +41,7 @@ def t975(df: int) -> float:
 
 
 _CACHE_SIZE = 64
-_cache: OrderedDict[tuple[str, int], tuple[tuple[object, ...], Leaderboard, bytes]] = (
+_cache: OrderedDict[tuple[str, int, object], tuple[tuple[object, ...], Leaderboard, bytes]] = (
     OrderedDict()
 )
 _lock = threading.Lock()
@@ -61,7 +61,9 @@ def _version(session: Session, challenge_id: int) -> tuple[object, ...]:
 def leaderboard_cached(session: Session, challenge: str) -> tuple[Leaderboard, bytes]:
     """The leaderboard and its JSON, recomputed only when results or reviews changed."""
     ch = get_challenge(session, challenge)
-    key = (str(session.get_bind().url), ch.id)
+    bind = session.get_bind()
+    url = bind.url if isinstance(bind, Engine) else bind.engine.url
+    key = (str(url), ch.id, ch.created_at)
     version = _version(session, ch.id)
     with _lock:
         hit = _cache.get(key)
