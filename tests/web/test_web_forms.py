@@ -208,3 +208,12 @@ def test_oversized_uploads_are_refused_with_a_message(site: Site) -> None:
     resp = post(c, "/arena/collections/upload", {},
                 files={"file": ("big.tar.gz", just_over, "application/gzip")})
     assert "The upload was not registered" in resp.text and "larger than" in resp.text
+
+
+def test_user_text_is_escaped(site: Site) -> None:
+    c = site.client("author")
+    page = post(c, "/board/threads", {"title": "<script>alert(1)</script>",
+                                      "body": "<img src=x onerror=alert(2)>"})
+    assert "<script>alert(1)" not in page.text and "&lt;script&gt;alert(1)" in page.text
+    assert "<img src=x" not in page.text and "&lt;img src=x onerror=alert(2)&gt;" in page.text
+    assert "<script>alert(1)" not in site.client().get("/").text
