@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from pathlib import Path
 
 from sqlalchemy import select
@@ -14,9 +13,6 @@ from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.errors import BadRequest, Conflict, NotFound
 from posttrain_arena.service.models import Challenge
 from posttrain_arena.service.schemas import ChallengeCreate, ChallengeOut, Health, HealthUpdate
-from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.hashing import combine_hashes
-from posttrain_arena.spec.package import load_task
 
 
 def allowance(ch: Challenge) -> float:
@@ -31,21 +27,15 @@ def to_out(ch: Challenge) -> ChallengeOut:
 
 
 def inspect_suite(path: Path) -> tuple[str, int, dict[str, int]]:
-    """(hash, size, tasks per domain) of a suite folder of task packages."""
-    root = path / "envs" if (path / "envs").is_dir() else path
-    if not root.is_dir():
-        raise BadRequest(f"suite path {path} is not a directory")
-    items, domains = [], Counter[str]()
-    for d in sorted(p for p in root.iterdir() if (p / "task.md").is_file()):
-        try:
-            task = load_task(d)
-        except SpecError as exc:
-            raise BadRequest(f"suite task {d.name} does not load:\n{exc}") from None
-        items.append((task.name, task.checksum))
-        domains[task.domain.value] += 1
-    if not items:
-        raise BadRequest(f"suite path {path} holds no task packages (folders with task.md)")
-    return combine_hashes(items), len(items), dict(domains)
+    """(hash, size, tasks per domain) of a suite, computed as the pipeline computes them."""
+    from posttrain_arena.evaluate.suite import SuiteError, load_suite
+
+    try:
+        suite = load_suite(path)
+    except SuiteError as exc:
+        raise BadRequest(str(exc)) from None
+    counts = {d.value: n for d, n in sorted(suite.domain_counts().items())}
+    return suite.hash, len(suite.tasks), counts
 
 
 def create_challenge(session: Session, principal: Principal, body: ChallengeCreate) -> Challenge:
