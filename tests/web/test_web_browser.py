@@ -142,6 +142,7 @@ def test_submit_launch_watch_review_rank(live: Live, tmp_path: Path) -> None:
         checks = page.locator("#preflight table")
         expect(checks).to_contain_text("challenge_open")
         expect(checks).not_to_contain_text("FAIL")
+        page.screenshot(path=str(tmp_path / "preflight.png"), full_page=True)
         page.click("#launch-button")
         expect(page.locator(".flash")).to_contain_text("queued")
         state = page.locator("#live [data-field=state]")
