@@ -91,3 +91,14 @@ def test_restart_loses_nothing_committed(settings: Settings) -> None:
     tables = set(inspect(again.state.db.engine).get_table_names())
     assert {"runs", "results", "reviews", "budget", "alembic_version"} <= tables
     again.state.db.dispose()
+
+
+def test_migrations_match_the_models(arena: Arena) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from posttrain_arena.service.models import Base
+
+    with arena.db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == [], f"models changed without a migration: {diff}"

@@ -134,8 +134,17 @@ def run_pipeline(ctx: RunContext) -> dict[str, Any]:
     (ctx.run_dir / "score.json").write_text(json.dumps(data, indent=2))
     # Only aggregates go to the database and the API: per-task data names sealed tasks.
     summary = summarize_score(data).model_dump(mode="json")
-    summary["provenance"] = data.get("provenance")
+    provenance = data.get("provenance") or {}
+    summary["provenance"] = {k: provenance.get(k) for k in _PUBLIC_PROVENANCE}
     return {"score": summary}
+
+
+# Provenance fields safe to show: hashes and versions, never server paths (the sealed
+# suite's location included).
+_PUBLIC_PROVENANCE = ("model_id", "model_revision", "model_content_hash", "recipe_hash",
+                      "collection_commit", "collection_hash", "suite_commit", "suite_hash",
+                      "suite_sealed", "package_version", "seeds", "sandbox_backend",
+                      "created_at")
 
 
 def default_plan() -> Sequence[Stage]:
