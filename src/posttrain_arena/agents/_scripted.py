@@ -19,7 +19,14 @@ def run_script(
     then delete it."""
     target = dest_dir or f"/tmp/.arena-{secrets.token_hex(8)}"
     if source.is_dir():
-        shell.copy_in(source, target)
+        try:
+            shell.copy_in(source, target)
+        except Exception:
+            if dest_dir is None:
+                raise
+            # e.g. the local backend cannot write /oracle: fall back to a random path
+            target = f"/tmp/.arena-{secrets.token_hex(8)}"
+            shell.copy_in(source, target)
         script = f"{target}/{script_name}"
     else:
         shell.exec(f"mkdir -p {target}", timeout=30)
