@@ -209,3 +209,28 @@ def test_missing_collection_files_fail_the_snapshot(
     Worker(arena.db, arena.settings, plan()).poll_once()
     out = run_json(arena, run["id"])
     assert out["state"] == "failed" and "missing" in out["reason"]
+
+
+def test_the_server_runs_the_watchdog_without_workers(
+    arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]
+) -> None:
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from posttrain_arena.service.app import create_app
+
+    run = launch(arena, collection)
+    assert Worker(arena.db, arena.settings, plan(), worker_id="gone").claim() == run["id"]
+    fast = arena.settings.model_copy(
+        update={"watchdog_interval_sec": 0.1, "heartbeat_timeout_sec": 0.3}
+    )
+    app = create_app(fast, db=arena.db)
+    with TestClient(app) as client:  # the lifespan starts the watchdog loop
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state = client.get(f"/api/runs/{run['id']}").json()
+            if state["state"] != "running":
+                break
+            time.sleep(0.1)
+    assert state["state"] == "queued" and "gone" in state["reason"]

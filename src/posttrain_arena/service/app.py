@@ -7,8 +7,12 @@ present, register themselves through its `register(app)`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
 import importlib.util
+import logging
+from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -20,6 +24,7 @@ from posttrain_arena.service.budget import ensure_budget
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import ServiceError
+from posttrain_arena.service.lifecycle import watchdog
 from posttrain_arena.service.migrations import upgrade
 
 
@@ -33,10 +38,42 @@ def open_database(settings: Settings) -> Database:
     return db
 
 
+log = logging.getLogger(__name__)
+
+
+async def _watchdog_loop(db: Database, settings: Settings) -> None:
+    """Requeue or fail stuck runs even when no worker is polling."""
+    def once() -> None:
+        with db.write() as session:
+            for action in watchdog(session, settings):
+                log.warning("watchdog: run %s %s: %s", action.run_id, action.action,
+                            action.reason)
+
+    while True:
+        await asyncio.sleep(settings.watchdog_interval_sec)
+        try:
+            await asyncio.to_thread(once)
+        except Exception:  # the database may be briefly unavailable; try next time
+            log.exception("watchdog pass failed")
+
+
 def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
     """The Arena app for `settings` (default: from the environment)."""
     settings = settings or Settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = None
+        if settings.watchdog_interval_sec > 0:
+            task = asyncio.create_task(_watchdog_loop(app.state.db, settings))
+        yield
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     app = FastAPI(
+        lifespan=lifespan,
         title="PostTrain Arena",
         version=__version__,
         description="Challenges, collections, runs, budget, review, leaderboard and board. "

@@ -38,6 +38,10 @@ class Settings(BaseSettings):
     max_attempts: int = Field(
         default=3, ge=1, description="Worker attempts per run before a stuck run is failed"
     )
+    watchdog_interval_sec: float = Field(
+        default=30.0, ge=0,
+        description="How often the server itself runs the stuck-run watchdog (0: only workers)",
+    )
     poll_interval_sec: float = Field(
         default=2.0, gt=0, description="How often an idle worker looks for queued runs"
     )
