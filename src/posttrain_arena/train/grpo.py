@@ -26,6 +26,8 @@ from typing import Any
 
 from posttrain_arena.agents.model import AgentSettings, ModelAgent
 from posttrain_arena.agents.transcript import Transcript
+from posttrain_arena.models.base import SamplingParams
+from posttrain_arena.models.transformers_local import TransformersChatModel
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.train.recipe import GrpoSection, ModelSection
 from posttrain_arena.train.teacher import CapturingAgent
@@ -120,10 +122,14 @@ class AgentRollout:
         self._lock = threading.Lock()
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        from posttrain_arena.models.transformers_local import TransformersChatModel
-
         model = trainer.model
-        policy = TransformersChatModel(model, trainer.processing_class, name="policy")
+        policy: TransformersChatModel
+        if getattr(trainer, "use_vllm", False):
+            # TRL has just synced the policy's weights to the vLLM server; sample there.
+            policy = VllmPolicy(model, trainer.processing_class,
+                                trainer.vllm_generation.vllm_client)
+        else:
+            policy = TransformersChatModel(model, trainer.processing_class, name="policy")
         agent = ModelAgent(policy, self.settings, name="policy")
         step = int(trainer.state.global_step)
         names = [str(p) for p in prompts]
@@ -192,6 +198,26 @@ class AgentRollout:
         scored = [r for r in rewards if r is not None]
         s.batch_mean_reward.append(sum(scored) / len(scored) if scored else float("nan"))
         return out
+
+
+class VllmPolicy(TransformersChatModel):
+    """The local chat client's rendering, with tokens sampled by TRL's vLLM server (kept in
+    sync with the policy's weights): token ids in, token ids and logprobs out, no lock."""
+
+    def __init__(self, model: Any, tokenizer: Any, client: Any) -> None:
+        super().__init__(model, tokenizer, name="policy-vllm")
+        self.client = client
+
+    def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> tuple[
+            list[int], list[float]]:
+        """Sample on the server; the sampled token's logprob per position."""
+        extra = {"seed": sampling.seed} if sampling.seed is not None else None
+        out = self.client.generate([prompt_ids], temperature=sampling.temperature,
+                                   top_p=sampling.top_p, max_tokens=sampling.max_new_tokens,
+                                   logprobs=0, generation_kwargs=extra)
+        ids = [int(t) for t in out["completion_ids"][0]]
+        lps = [float(lp[0]) if lp else 0.0 for lp in out["logprobs"][0]]
+        return ids, lps
 
 
 def verifier_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[Any]:
