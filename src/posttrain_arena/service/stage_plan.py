@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,9 +125,17 @@ def run_pipeline(ctx: RunContext) -> dict[str, Any]:
         "train": recipe.train.model_copy(update={
             "collection": str(ctx.snapshot_dir.resolve()), "commit": None}),
     })
+    last_check = time.monotonic()
+
     def progress(event: Any) -> None:
+        nonlocal last_check
         if getattr(event, "status", None) in ("start", "skip"):
             ctx.substage(str(event.stage))
+        # Stop between training steps when the run was canceled or taken away.
+        if time.monotonic() - last_check > 5.0:
+            last_check = time.monotonic()
+            if ctx.should_stop():
+                raise StageError("the run was canceled or given to another worker")
 
     score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True,
                        progress=progress)
