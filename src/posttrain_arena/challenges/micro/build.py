@@ -33,6 +33,7 @@ from posttrain_arena.challenges.micro.families import (
 from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
 from posttrain_arena.spec.collection import load_collection
 from posttrain_arena.spec.domains import composition_violations
+from posttrain_arena.train.leakage import LeakageDoc, find_leaks
 
 BASE_IMAGE = "posttrain-arena/python:bookworm"
 FORMAT_VERSION = 1
@@ -180,8 +181,14 @@ def write_package(inst: Instance, dest: Path) -> Path:
 # ---------------------------------------------------------------------------- instances
 
 def generate(families: tuple[Family, ...], per_family: int, rng: random.Random,
-             taken: set[str]) -> list[Instance]:
-    """`per_family` instances of each family whose keys are not in `taken` (updated)."""
+             taken: set[str], held_out: list[Instance] | None = None) -> list[Instance]:
+    """`per_family` instances of each family whose keys are not in `taken` (updated).
+
+    With `held_out`, an instance that the pipeline's leakage gate would call a near
+    duplicate of a held-out instance is drawn again, so that no training task of the
+    collection is excluded and the suite stays a test of fresh instances.
+    """
+    gate = _LeakGate(held_out) if held_out else None
     out: list[Instance] = []
     for fam in families:
         made = 0
@@ -192,12 +199,27 @@ def generate(families: tuple[Family, ...], per_family: int, rng: random.Random,
                 raise RuntimeError(f"family {fam.name} cannot make {per_family} distinct "
                                    "instances; lower the count")
             inst = fam.generate(rng)
-            if inst.key in taken:
+            if inst.key in taken or (gate is not None and gate.leaks(inst)):
                 continue
             taken.add(inst.key)
             out.append(inst)
             made += 1
     return out
+
+
+class _LeakGate:
+    """The pipeline's near-duplicate test, applied to instances before they are written."""
+
+    def __init__(self, held_out: list[Instance]) -> None:
+        self.held = [self._doc(i) for i in held_out]
+
+    @staticmethod
+    def _doc(inst: Instance) -> LeakageDoc:
+        return LeakageDoc(name=inst.name, checksum=f"key:{inst.key}", prompt=inst.prompt,
+                          verifier=_VERIFIER)
+
+    def leaks(self, inst: Instance) -> bool:
+        return bool(find_leaks([self._doc(inst)], self.held))
 
 
 def plan_instances(seed: int, sizes: MicroSizes) -> dict[str, list[Instance]]:
@@ -208,9 +230,9 @@ def plan_instances(seed: int, sizes: MicroSizes) -> dict[str, list[Instance]]:
     taken: set[str] = set()
     suite = generate(SUITE_FAMILIES, sizes.suite_per_family, random.Random(f"suite:{seed}"), taken)
     relevant = generate(SUITE_FAMILIES, sizes.collection_per_family,
-                        random.Random(f"relevant:{seed}"), taken)
+                        random.Random(f"relevant:{seed}"), taken, suite)
     offtopic = generate(OFFTOPIC_FAMILIES, sizes.collection_per_family,
-                        random.Random(f"off-topic:{seed}"), taken)
+                        random.Random(f"off-topic:{seed}"), taken, suite)
     return {"suite": suite, RELEVANT: relevant, OFFTOPIC: offtopic}
 
 

@@ -18,7 +18,7 @@ import hashlib
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from posttrain_arena.spec.domains import Domain
 
@@ -39,7 +39,11 @@ class Expectation:
 
 @dataclass(frozen=True)
 class Instance:
-    """One generated task: what the package is made of."""
+    """One generated task: what the package is made of.
+
+    `params` are the values the command copies from the prompt; `key` (the instance's
+    identity) covers them and the seed files, not the wording around them.
+    """
 
     family: str
     domain: Domain
@@ -72,14 +76,24 @@ class Family:
     make: Callable[[random.Random], Instance]
 
     def generate(self, rng: random.Random) -> Instance:
-        return self.make(rng)
+        """A fresh instance. Its prompt opens with who asks (a person, team and project
+        the solution never uses): realistic noise for the model to ignore, and the words
+        that keep instances of one family apart for the arena's near-duplicate gate,
+        which ignores numbers."""
+        who, team, project = rng.choice(_PEOPLE), rng.choice(_TEAMS), rng.choice(_PROJECTS)
+        inst = self.make(rng)
+        return replace(inst, prompt=f"{who} on the {team} team, project {project}, asks: "
+                       f"{inst.prompt}")
 
 
 # Vocabulary the generators draw from. Fresh instances recombine these, so every name a
 # held-out prompt mentions was seen in some other combination during training.
 _STEMS = ["notes", "data", "report", "items", "log", "list", "records", "input",
           "values", "entries", "sample", "batch"]
-_OUTS = ["answer", "result", "out", "output", "summary", "final", "count", "total"]
+_TEAMS = ["sales", "support", "research", "finance", "ops", "legal", "design", "audit",
+          "quality", "planning", "logistics", "security"]
+_PROJECTS = ["Apollo", "Borealis", "Cedar", "Dynamo", "Ember", "Falcon", "Granite", "Harbor",
+             "Iris", "Juniper", "Kestrel", "Lumen", "Mosaic", "Nimbus", "Orchid", "Pioneer"]
 _PEOPLE = ["Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Gita", "Hugo", "Ines",
            "Jonas", "Kemal", "Lena", "Mateo", "Nora", "Omar", "Priya", "Quinn", "Rosa",
            "Sven", "Tara", "Umar", "Vera", "Wen", "Yara", "Zane"]
@@ -89,18 +103,8 @@ _MARKERS = ["TODO", "FIXME", "XXX", "HACK", "BUG", "NOTE"]
 _LEVELS = ["INFO", "WARN", "DEBUG"]
 
 
-def _fname(rng: random.Random, ext: str, avoid: set[str] | None = None) -> str:
-    while True:
-        name = f"{rng.choice(_STEMS)}.{ext}"
-        if not avoid or name not in avoid:
-            return name
-
-
-def _oname(rng: random.Random, ext: str = "txt", avoid: set[str] | None = None) -> str:
-    while True:
-        name = f"{rng.choice(_OUTS)}.{ext}"
-        if not avoid or name not in avoid:
-            return name
+def _fname(rng: random.Random, ext: str) -> str:
+    return f"{rng.choice(_STEMS)}.{ext}"
 
 
 def _lines(items: list[str]) -> str:
@@ -118,7 +122,7 @@ def _inst(family: str, domain: Domain, title: str, prompt: str, files: dict[str,
 
 def _count_markers(rng: random.Random) -> Instance:
     src = f"{rng.choice(_STEMS)}.py"
-    out = _oname(rng)
+    out = "count.txt"
     marker = rng.choice(_MARKERS)
     body = []
     for i in range(rng.randint(8, 16)):
@@ -133,9 +137,10 @@ def _count_markers(rng: random.Random) -> Instance:
 
 
 def _unique_ips(rng: random.Random) -> Instance:
-    log = f"{rng.choice(['auth', 'access', 'ssh', 'firewall'])}.log"
-    out = _oname(rng)
-    ips = [f"10.0.{rng.randint(0, 9)}.{rng.randint(1, 254)}" for _ in range(rng.randint(3, 6))]
+    log = f"{rng.choice(['auth', 'access', 'ssh', 'firewall', 'vpn', 'proxy'])}.log"
+    out = "ips.txt"
+    # Fixed-width addresses sort the same in every locale.
+    ips = [f"10.0.{rng.randint(0, 9)}.{rng.randint(100, 254)}" for _ in range(rng.randint(3, 6))]
     rows = [f"{rng.choice(ips)} {rng.choice(['login', 'denied', 'probe'])} "
             f"user={rng.choice(_PEOPLE).lower()}" for _ in range(rng.randint(8, 14))]
     seen = sorted({r.split(" ")[0] for r in rows})
@@ -148,7 +153,7 @@ def _unique_ips(rng: random.Random) -> Instance:
 
 def _column_sum(rng: random.Random) -> Instance:
     csv = _fname(rng, "csv")
-    out = _oname(rng)
+    out = "total.txt"
     ncols = rng.randint(2, 5)
     col = rng.randint(1, ncols)
     rows = [[rng.randint(1, 500) for _ in range(ncols)] for _ in range(rng.randint(4, 10))]
@@ -163,7 +168,7 @@ def _column_sum(rng: random.Random) -> Instance:
 
 def _sort_names(rng: random.Random) -> Instance:
     src = _fname(rng, "txt")
-    out = _oname(rng, avoid={src})
+    out = "sorted.txt"
     names = rng.sample(_PEOPLE, rng.randint(5, 10))
     return _inst(
         "sort-names", Domain.OFFICE_WHITE_COLLAR, "Sort a name list",
@@ -174,7 +179,7 @@ def _sort_names(rng: random.Random) -> Instance:
 
 def _word_count(rng: random.Random) -> Instance:
     src = f"{rng.choice(['draft', 'article', 'caption', 'script', 'story', 'post'])}.txt"
-    out = _oname(rng)
+    out = "words.txt"
     text = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
             for _ in range(rng.randint(2, 6))]
     n = sum(len(t.split()) for t in text)
@@ -187,7 +192,7 @@ def _word_count(rng: random.Random) -> Instance:
 
 def _max_reading(rng: random.Random) -> Instance:
     src = f"{rng.choice(['temps', 'readings', 'ph', 'samples', 'counts', 'spectra'])}.txt"
-    out = _oname(rng)
+    out = "max.txt"
     values = [rng.randint(1, 999) for _ in range(rng.randint(5, 12))]
     return _inst(
         "max-reading", Domain.NATURAL_SCIENCE, "Find the peak reading",
@@ -197,9 +202,9 @@ def _max_reading(rng: random.Random) -> Instance:
 
 
 def _sequence(rng: random.Random) -> Instance:
-    out = _oname(rng)
-    a = rng.randint(1, 30)
-    b = a + rng.randint(2, 12)
+    out = "numbers.txt"
+    a = rng.randint(1, 9)
+    b = rng.randint(10, 20)
     return _inst(
         "sequence", Domain.MATHEMATICS_FORMAL_REASONING, "Write an integer range",
         f"Write the integers from {a} to {b}, one per line, to {out}.",
@@ -209,7 +214,7 @@ def _sequence(rng: random.Random) -> Instance:
 
 def _first_lines(rng: random.Random) -> Instance:
     src = f"{rng.choice(['sensor', 'pump', 'valve', 'motor', 'line', 'press'])}.log"
-    out = _oname(rng)
+    out = "top.txt"
     rows = [f"t={i} {rng.choice(_LEVELS)} rpm={rng.randint(100, 3000)}"
             for i in range(rng.randint(8, 14))]
     n = rng.randint(2, 6)
@@ -234,7 +239,7 @@ def _make_executable(rng: random.Random) -> Instance:
 
 def _checksum(rng: random.Random) -> Instance:
     src = f"{rng.choice(['firmware', 'package', 'archive', 'image', 'backup'])}.bin"
-    out = _oname(rng)
+    out = "checksum.txt"
     body = _lines([rng.choice(_WORDS) + str(rng.randint(0, 999)) for _ in range(4)])
     digest = hashlib.sha256(body.encode()).hexdigest()
     return _inst(
@@ -246,7 +251,7 @@ def _checksum(rng: random.Random) -> Instance:
 
 def _reverse_ledger(rng: random.Random) -> Instance:
     src = f"{rng.choice(['ledger', 'journal', 'payments', 'invoices'])}.txt"
-    out = _oname(rng)
+    out = "reversed.txt"
     rows = [f"{rng.choice(_PEOPLE)} {rng.randint(5, 900)}.00" for _ in range(rng.randint(4, 9))]
     return _inst(
         "reverse-ledger", Domain.FINANCE_ECONOMICS, "Newest entries first",
@@ -257,7 +262,7 @@ def _reverse_ledger(rng: random.Random) -> Instance:
 
 def _uppercase(rng: random.Random) -> Instance:
     src = f"{rng.choice(['memo', 'agenda', 'minutes', 'letter'])}.txt"
-    out = _oname(rng)
+    out = "upper.txt"
     text = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 6))) for _ in range(3)]
     return _inst(
         "uppercase", Domain.OFFICE_WHITE_COLLAR, "Shout a memo",
@@ -278,7 +283,7 @@ def _make_folder(rng: random.Random) -> Instance:
 
 def _backup_copy(rng: random.Random) -> Instance:
     src = f"{rng.choice(['assay', 'culture', 'genome', 'titration'])}.dat"
-    dst = f"{rng.choice(_OUTS)}.bak"
+    dst = f"{src}.bak"
     body = _lines([f"{rng.randint(1, 99)} {rng.randint(1, 99)}" for _ in range(4)])
     return _inst(
         "backup-copy", Domain.NATURAL_SCIENCE, "Back up a measurement file",
@@ -289,7 +294,7 @@ def _backup_copy(rng: random.Random) -> Instance:
 
 def _number_lines(rng: random.Random) -> Instance:
     src = f"{rng.choice(['proof', 'lemmas', 'steps', 'axioms'])}.txt"
-    out = _oname(rng)
+    out = "numbered.txt"
     rows = [f"{rng.choice(_WORDS)} implies {rng.choice(_WORDS)}" for _ in range(rng.randint(3, 7))]
     numbered = [f"{i:6d}\t{row}" for i, row in enumerate(rows, 1)]
     return _inst(

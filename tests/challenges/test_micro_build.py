@@ -1,0 +1,114 @@
+"""The micro challenge's generator: deterministic, balanced, disjoint, clean packages."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from posttrain_arena.challenges.micro import OFFTOPIC, RELEVANT, MicroSizes, build_micro
+from posttrain_arena.challenges.micro.build import plan_instances
+from posttrain_arena.challenges.micro.families import (
+    ALL_FAMILIES,
+    OFFTOPIC_FAMILIES,
+    SUITE_FAMILIES,
+)
+from posttrain_arena.evaluate.suite import load_suite
+from posttrain_arena.spec.checks import check_task
+from posttrain_arena.spec.collection import check_collection, load_collection
+from posttrain_arena.spec.domains import Domain, composition_violations
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory):
+    return build_micro(tmp_path_factory.mktemp("micro"), seed=7, with_model=False)
+
+
+def test_families_cover_every_domain_twice_with_disjoint_commands() -> None:
+    assert {f.domain for f in SUITE_FAMILIES} == set(Domain)
+    assert {f.domain for f in OFFTOPIC_FAMILIES} == set(Domain)
+    assert len({f.name for f in ALL_FAMILIES}) == len(ALL_FAMILIES)
+    rng = random.Random(0)
+
+    def tools(families):  # the programs each group's solutions use
+        return {word for f in families for _ in range(10)
+                for word in f.generate(rng).command.replace("|", " ").split()
+                if word.isalpha() and len(word) > 1}
+
+    shared = tools(SUITE_FAMILIES) & tools(OFFTOPIC_FAMILIES)
+    assert not shared & {"grep", "cut", "sort", "awk", "wc", "seq", "head", "tail", "chmod",
+                         "sha256sum", "tac", "tr", "mkdir", "cp", "cat", "mv"}
+
+
+def test_every_instance_states_the_parameters_its_command_needs() -> None:
+    rng = random.Random(1)
+    for fam in ALL_FAMILIES:
+        for _ in range(20):
+            inst = fam.generate(rng)
+            for value in inst.params.values():
+                assert value in inst.prompt, (fam.name, value, inst.prompt)
+                assert value in inst.command, (fam.name, value, inst.command)
+
+
+def test_generation_is_deterministic_for_a_seed(tmp_path: Path, built) -> None:
+    again = build_micro(tmp_path / "again", seed=7, with_model=False)
+    assert again.suite_hash == built.suite_hash
+    assert again.collection_hashes == built.collection_hashes
+    other = build_micro(tmp_path / "other", seed=8, with_model=False)
+    assert other.suite_hash != built.suite_hash
+    assert other.collection_hashes[RELEVANT] != built.collection_hashes[RELEVANT]
+
+
+def test_suite_obeys_the_composition_rule(built) -> None:
+    suite = load_suite(built.suite)
+    counts = suite.domain_counts()
+    assert len(suite.tasks) == len(SUITE_FAMILIES) * built.sizes.suite_per_family
+    assert set(counts) == set(Domain)
+    assert composition_violations(counts) == []
+    assert suite.hash == built.suite_hash
+    recipe = Path(built.recipes[RELEVANT]).read_text()
+    assert built.suite_hash in recipe
+
+
+def test_collections_are_real_and_balanced(built) -> None:
+    for name, families in ((RELEVANT, SUITE_FAMILIES), (OFFTOPIC, OFFTOPIC_FAMILIES)):
+        report = check_collection(built.collections[name])
+        assert report.ok, [f.render() for f in report.findings]
+        coll = load_collection(built.collections[name])
+        assert coll.content_hash == built.collection_hashes[name]
+        fams = Counter(t.frontmatter.metadata.subcategory for t in coll.tasks)
+        assert set(fams) == {f.name for f in families}
+        assert set(fams.values()) == {built.sizes.collection_per_family}
+        assert 50 <= len(coll.tasks) <= 200
+
+
+def test_suite_and_collections_share_no_instance(built) -> None:
+    suite = load_suite(built.suite)
+    held = {t.checksum for t in suite.tasks} | {t.prompt for t in suite.tasks}
+    for name in (RELEVANT, OFFTOPIC):
+        coll = load_collection(built.collections[name])
+        assert not {t.checksum for t in coll.tasks} & held
+        assert not {t.prompt for t in coll.tasks} & held
+        assert not {t.name for t in coll.tasks} & {t.name for t in suite.tasks}
+    plan = plan_instances(7, MicroSizes())
+    keys = [i.key for part in plan.values() for i in part]
+    assert len(keys) == len(set(keys))
+
+
+def test_packages_check_clean(built) -> None:
+    for task in load_suite(built.suite).tasks:
+        report = check_task(task.root)
+        assert report.findings == [], [f.render() for f in report.findings]
+
+
+def test_package_layout(built) -> None:
+    task = load_suite(built.suite).tasks[0]
+    dockerfile = task.dockerfile.read_text().splitlines()
+    assert dockerfile[:2] == ["FROM posttrain-arena/python:bookworm", "WORKDIR /root"]
+    solve = (task.oracle_dir / "solve.sh").read_text().splitlines()
+    assert solve[0].startswith("#!") and len(solve) == 2
+    expected = json.loads((task.verifier_dir / "expected.json").read_text())
+    assert set(expected) == {"files", "absent", "executable", "dirs"}
