@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from posttrain_arena.agents.model import initial_messages
 from posttrain_arena.train.pipeline import run_recipe
 from posttrain_arena.train.recipe import parse_recipe
 from posttrain_arena.train.sources import taskset_hash
@@ -118,5 +119,19 @@ def test_pipeline_scores_and_resumes(tiny_model: Path, tmp_path: Path,
     prov = score.provenance
     assert prov is not None and prov.suite_sealed and prov.recipe_hash == recipe.recipe_hash()
     assert prov.model_content_hash and prov.collection_hash.startswith("sha256:")
+    # Teacher trajectories are in the model agent's own message format.
+    lines = (run_dir / "stages" / "teacher" / "trajectories.jsonl").read_text().splitlines()
+    traj = json.loads(lines[0])
+    assert [m["role"] for m in traj["messages"]] == [
+        "system", "user", "assistant", "tool", "assistant"]
+    system, _user = initial_messages(TRAIN[traj["task"]][1], 60)
+    assert traj["messages"][0]["content"] == system.content
+    assert traj["messages"][1]["content"].startswith(TRAIN[traj["task"]][1])
+    call = traj["messages"][2]["tool_calls"][0]
+    assert call["function"]["name"] == "bash"
+    assert json.loads(call["function"]["arguments"]) == {
+        "command": f"echo {TRAIN[traj['task']][0]} > answer.txt"}
+    assert traj["messages"][3]["content"].startswith("[exit code 0]")
+    assert traj["messages"][4]["tool_calls"][0]["function"]["name"] == "submit"
     on_disk = json.loads((run_dir / "score.json").read_text())
     assert on_disk["change"]["delta_pp"] == score.change.delta_pp

@@ -15,6 +15,8 @@ out before the update too; both are counted.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import threading
 import time
@@ -311,9 +313,12 @@ def run_grpo(
                 on_step(int(state.global_step), total)
 
         def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            # Rollout counters live beside the checkpoint, so a resumed run reports all steps.
+            stats_path.write_text(json.dumps(dataclasses.asdict(rollout.stats)))
             if on_checkpoint is not None:
                 on_checkpoint(f"checkpoint at step {state.global_step}")
 
+    stats_path = work_dir / "rollout_stats.json"
     trainer = GRPOTrainer(model=model, reward_funcs=[verifier_reward], args=args,
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                           peft_config=peft_config, rollout_func=rollout,
@@ -322,6 +327,8 @@ def run_grpo(
     import torch
 
     resume = modeling.latest_checkpoint(ckpt_dir)
+    if resume is not None and stats_path.is_file():
+        rollout.stats = RolloutStats(**json.loads(stats_path.read_text()))
     if resume is not None and before_path.is_file():
         before = torch.load(before_path)
     else:
@@ -335,6 +342,7 @@ def run_grpo(
 
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     before_path.unlink(missing_ok=True)
+    stats_path.unlink(missing_ok=True)
     return {
         "method": cfg.method,
         "steps": int(result.global_step),

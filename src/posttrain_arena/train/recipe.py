@@ -214,6 +214,15 @@ class GrpoSection(_Section):
     )
     gate: GateSection = Field(default_factory=GateSection, description="Check before GRPO")
 
+    @model_validator(mode="after")
+    def _batches(self) -> GrpoSection:
+        per_device = self.per_device_batch_size or self.num_generations
+        if (self.tasks_per_step * self.num_generations) % per_device:
+            raise ValueError(f"tasks_per_step * num_generations "
+                             f"({self.tasks_per_step * self.num_generations}) must be a "
+                             f"multiple of per_device_batch_size ({per_device})")
+        return self
+
 
 class AgentSection(_Section):
     """The model agent's loop during evaluation and rollouts."""
@@ -281,11 +290,12 @@ class Recipe(BaseModel):
         return str(path if path.is_absolute() else (Path(self.base_dir) / path).resolve())
 
     def model_location(self) -> str:
-        """The model as a local path when it is one, else the hub id."""
+        """The model as an absolute local path when it is one (an existing folder, or an
+        id written as a path), else the hub id."""
         local = Path(self.resolve(self.model.id))
-        return str(local) if local.exists() or self.model.id.startswith((".", "/", "~")) else (
-            self.model.id
-        )
+        if local.exists() or self.model.id.startswith((".", "/", "~")):
+            return str(local)
+        return self.model.id
 
     def model_is_local(self) -> bool:
         return Path(self.model_location()).exists()
@@ -297,8 +307,6 @@ class Recipe(BaseModel):
             out.append("[model] revision is unset: pin the hub model to a commit sha")
         if not self.eval.sha256:
             out.append("[eval] sha256 is unset: seal the held-out suite with its content hash")
-        if self.teacher.kind == "endpoint" and self.teacher.attempts < 1:
-            out.append("[teacher] attempts must be at least 1")
         return out
 
     def section_hash(self, *names: str) -> str:

@@ -134,6 +134,7 @@ def run_sft(
     per_step = cfg.per_device_batch_size * cfg.gradient_accumulation_steps
     total_steps = cfg.max_steps or max(1, math.ceil(len(rows) * cfg.epochs / per_step))
     ckpt_dir = work_dir / "checkpoints"
+    gpu_only: dict[str, Any] = {"gradient_checkpointing": True} if device == "cuda" else {}
     args = SFTConfig(
         output_dir=str(ckpt_dir),
         max_steps=total_steps,
@@ -155,7 +156,7 @@ def run_sft(
         packing=False,
         dataloader_num_workers=0,
         disable_tqdm=True,
-        gradient_checkpointing=device == "cuda",
+        **gpu_only,  # activation checkpointing pays only on GPUs (long trajectories)
     )
 
     losses: list[float] = []
