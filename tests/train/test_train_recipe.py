@@ -97,3 +97,14 @@ def test_validate_prints_json(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["train", "validate", str(bad)])
     assert res.exit_code == 1
     assert "model.id" in json.loads(res.stdout)["error"]
+
+
+def test_run_refuses_to_overwrite_without_resume(tmp_path: Path) -> None:
+    text = RECIPES[0].read_text()
+    assert 'dir = "../runs"' in text
+    recipe_file = tmp_path / "r.toml"
+    recipe_file.write_text(text.replace('dir = "../runs"', f'dir = "{tmp_path / "runs"}"'))
+    (tmp_path / "runs" / "taken" / "stages").mkdir(parents=True)
+    res = CliRunner().invoke(app, ["train", "run", str(recipe_file), "--run-name", "taken"])
+    assert res.exit_code == 2
+    assert "--resume" in res.stderr
