@@ -54,10 +54,15 @@ def _require_image(tag: str) -> None:
 
 
 @pytest.fixture
-def runner_factory(tmp_path: Path) -> Callable[..., TrialRunner]:
-    """TrialRunners that keep records under the test's tmp_path."""
+def runner_factory(tmp_path: Path) -> Iterator[Callable[..., TrialRunner]]:
+    """TrialRunners that keep records under the test's tmp_path (closed afterwards)."""
+    made: list[TrialRunner] = []
 
     def make(backend: str, **kwargs: object) -> TrialRunner:
-        return TrialRunner(backend, records_root=tmp_path / "records", **kwargs)  # type: ignore[arg-type]
+        runner = TrialRunner(backend, records_root=tmp_path / "records", **kwargs)  # type: ignore[arg-type]
+        made.append(runner)
+        return runner
 
-    return make
+    yield make
+    for runner in made:
+        runner.close()

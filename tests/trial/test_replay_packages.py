@@ -31,8 +31,8 @@ def test_there_are_examples_to_replay() -> None:
 
 
 def test_starting_kit_examples_replay(backend_name: str, tmp_path: Path) -> None:
-    runner = TrialRunner(backend_name, records_root=tmp_path / "records")
-    report = replay_collection(EXAMPLES, runner, jobs=2)
+    with TrialRunner(backend_name, records_root=tmp_path / "records") as runner:
+        report = replay_collection(EXAMPLES, runner, jobs=2)
     problems = [f"{c.task} {c.kind}: {c.message}" for c in report.checks if not c.ok]
     assert not problems, "\n".join(problems)
     assert len(report.checks) == 2 * len(_examples())
@@ -45,7 +45,8 @@ def test_existing_format_replays_offline(backend_name: str, tmp_path: Path,
     task = load_task(EXISTING / package)
     assert task.verifier_kind.value == "test.sh"
     assert "BENCHFLOW_SKIP_VERIFIER_DEPS" in (task.verifier_dir / "test.sh").read_text()
-    runner = TrialRunner(backend_name, records_root=tmp_path / "records", allow_network=False)
+    runner = TrialRunner(backend_name, records_root=tmp_path / "records", allow_network=False,
+                         warm_pool=False)
     oracle = runner.run(task, OracleAgent())
     assert oracle.outcome is Outcome.SCORED, oracle.reason
     assert oracle.reward == 1.0 and not oracle.network

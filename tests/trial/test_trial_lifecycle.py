@@ -130,3 +130,16 @@ def test_agent_never_sees_verifier_or_oracle(
     transcript = (record / "transcript.json").read_text()
     assert secret not in transcript
     assert result.outcome is Outcome.SCORED and result.reward == 0.0
+
+
+@pytest.mark.parametrize("isolation", ["fresh", "shared"])
+def test_agent_deleting_its_workspace_scores_zero_not_infra(
+    backend_name: str, runner_factory: Factory, tmp_path: Path, isolation: str
+) -> None:
+    task = make_task(tmp_path / "task", isolation=isolation)
+    script = tmp_path / "wipe.sh"
+    script.write_text("cd /\nrm -rf /root/* /root/.[!.]* 2>/dev/null\nrm -rf /root 2>/dev/null\n"
+                      "echo wiped\n")
+    result = runner_factory(backend_name).run(task, ScriptAgent(script))
+    assert result.outcome is Outcome.SCORED, result.reason
+    assert result.reward == 0.0

@@ -21,12 +21,15 @@ def register(app: typer.Typer) -> None:
     """Commands live on the shared `task` and `collection` groups (see cli/groups.py)."""
 
 
-def _runner(backend: str, network: bool | None, records: Path | None) -> TrialRunner:
+def _runner(backend: str, network: bool | None, records: Path | None,
+            *, batch: bool = False) -> TrialRunner:
     from posttrain_arena.sandbox.base import PrerequisiteError
     from posttrain_arena.trial.runner import TrialRunner
 
     try:
-        return TrialRunner(backend, records_root=records, allow_network=network)
+        # A warm pool pays off only across several trials of one environment.
+        return TrialRunner(backend, records_root=records, allow_network=network,
+                           warm_pool=batch)
     except (PrerequisiteError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -117,14 +120,17 @@ def replay(
         typer.echo(f"error: {directory} is not a folder", err=True)
         raise typer.Exit(2)
     root = records or Path(tempfile.gettempdir()) / "arena-records"
-    runner = _runner(backend, None, root)
+    runner = _runner(backend, None, root, batch=True)
     console = Console(stderr=as_json)
     with Progress("[progress.description]{task.description}", BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=console,
                   transient=as_json) as progress:
         bar = progress.add_task("replaying", total=replay_jobs(directory))
-        report = replay_collection(directory, runner, jobs=jobs,
-                                   on_done=lambda c: progress.advance(bar))
+        try:
+            report = replay_collection(directory, runner, jobs=jobs,
+                                       on_done=lambda c: progress.advance(bar))
+        finally:
+            runner.close()
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json"), indent=2))
         raise typer.Exit(0 if report.ok else 1)

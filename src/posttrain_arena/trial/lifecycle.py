@@ -26,6 +26,7 @@ from posttrain_arena.sandbox.base import Backend, ImageRef, Limits, Mount, Sessi
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.trial import shared
 from posttrain_arena.trial.harness import HARNESS_DIR, harness_bundle
+from posttrain_arena.trial.pool import SessionPool
 from posttrain_arena.trial.records import TrialRecord
 from posttrain_arena.trial.result import Outcome, TestDetail
 from posttrain_arena.trial.shell import SessionShell
@@ -79,6 +80,13 @@ class TrialPlan:
     scratch: Path
     timings: dict[str, float]
     agent_info: dict[str, object] = field(default_factory=dict)
+    pool: SessionPool | None = None
+
+    @property
+    def pooled_logs(self) -> bool:
+        """Whether the verifier comes from the pool, its output fetched by copy (the
+        local backend cannot create /logs in a session, so it keeps the mount)."""
+        return self.pool is not None and self.backend.name != "local"
 
     @property
     def workdir(self) -> str:
@@ -104,8 +112,12 @@ def execute(plan: TrialPlan) -> PhaseOutcome:
     verifier_future = pool.submit(_start_verifier, plan, roots) if fresh else None
     try:
         t0 = time.monotonic()
-        agent_session = plan.backend.start(plan.image, limits=plan.limits(network=plan.network),
-                                           labels=plan.labels("agent"))
+        limits = plan.limits(network=plan.network)
+        if plan.pool is not None:
+            agent_session = plan.pool.take(plan.image, limits, plan.labels("agent"))
+        else:
+            agent_session = plan.backend.start(plan.image, limits=limits,
+                                               labels=plan.labels("agent"))
         sessions.append(agent_session)
         plan.timings["agent_start"] = time.monotonic() - t0
         ended = _agent_phase(plan, agent_session)
@@ -125,25 +137,39 @@ def execute(plan: TrialPlan) -> PhaseOutcome:
     finally:
         if verifier_future is not None:
             with contextlib.suppress(Exception):  # when it never started, nothing to stop
-                sessions.append(verifier_future.result())
+                vsession = verifier_future.result()
+                if plan.pool is not None:
+                    plan.pool.discard(vsession)  # only the verifier ran in it
+                else:
+                    sessions.append(vsession)
         _stop_all(pool, sessions)
-        pool.shutdown(wait=False)
 
 
 def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
+    """The verifier's pristine session, its state roots emptied. With a warm pool (and
+    a backend whose sessions can hold /logs), it comes from the pool and the output
+    directory is fetched by copy; otherwise the record's folder is mounted there."""
     t0 = time.monotonic()
     mounts = [
         Mount(source=plan.task.verifier_dir.resolve(), target=VERIFIER_MOUNT, read_only=True),
         Mount(source=harness_bundle(), target=HARNESS_DIR, read_only=True),
-        Mount(source=plan.record.verifier_dir.resolve(), target=LOGS_DIR, read_only=False),
     ]
-    session = plan.backend.start(plan.image, limits=plan.limits(network=False), mounts=mounts,
-                                 labels=plan.labels("verifier"))
-    try:
-        clear_roots(session, roots)
-    except BaseException:
-        session.stop()
-        raise
+    limits = plan.limits(network=False)
+    if plan.pooled_logs:
+        assert plan.pool is not None
+        session = plan.pool.take(plan.image, limits, plan.labels("verifier"), mounts=mounts,
+                                 role="verifier", prepare=lambda s: clear_roots(s, roots,
+                                                                                logs=LOGS_DIR))
+    else:
+        mounts.append(Mount(source=plan.record.verifier_dir.resolve(), target=LOGS_DIR,
+                            read_only=False))
+        session = plan.backend.start(plan.image, limits=limits, mounts=mounts,
+                                     labels=plan.labels("verifier"))
+        try:
+            clear_roots(session, roots)
+        except BaseException:
+            session.stop()
+            raise
     plan.timings["verifier_start"] = time.monotonic() - t0
     return session
 
@@ -206,13 +232,15 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     except StateTooLarge as exc:
         return Reading(None, str(exc))
     plan.timings["state_copy"] = time.monotonic() - t0
-    pool.submit(agent_session.stop)  # no longer needed: let it go while the verifier runs
+    # No longer needed: let it go while the verifier runs (execute's finally waits).
+    pool.submit(agent_session.stop)
     if report.dropped_links:
         plan.record.write_text("dropped_links.txt", "\n".join(report.dropped_links) + "\n")
     command = build_command(plan.task.verifier_kind, verifier_dir=VERIFIER_MOUNT,
                             harness_dir=HARNESS_DIR, workdir=plan.workdir,
                             base_env=dict(plan.image.env), isolate_site=False)
-    return run_verifier(plan, vsession, command, plan.record.verifier_dir)
+    return run_verifier(plan, vsession, command, plan.record.verifier_dir,
+                        fetch_from=LOGS_DIR if plan.pooled_logs else None)
 
 
 def run_verifier(plan: TrialPlan, session: Session, command: VerifierCommand, logs: Path,
@@ -220,7 +248,8 @@ def run_verifier(plan: TrialPlan, session: Session, command: VerifierCommand, lo
     """Run the verifier command in `session`, keep its output, read its reward.
     With `fetch_from`, that output directory is copied out of the session first."""
     timeout = plan.task.frontmatter.verifier.timeout_sec
-    result = session.exec(env_argv(command), timeout=timeout, workdir=command.workdir)
+    result = session.exec(env_argv(command), timeout=timeout, workdir=command.workdir,
+                          user="root")
     if fetch_from is not None:
         shared.fetch_logs(session, fetch_from, logs, plan.scratch)
     plan.record.write_text("stdout.txt", result.stdout)
@@ -233,8 +262,10 @@ def run_verifier(plan: TrialPlan, session: Session, command: VerifierCommand, lo
 
 
 def _stop_all(pool: ThreadPoolExecutor, sessions: list[Session]) -> None:
-    """Stop every session at once; stopping never waits on a grace period."""
+    """Stop every session at once (stopping never waits on a grace period), and wait
+    for every stop submitted earlier too: when a trial returns, its sessions are gone."""
     futures: list[Future[None]] = [pool.submit(s.stop) for s in sessions]
+    pool.shutdown(wait=True)
     for fut in futures:
         with contextlib.suppress(Exception):  # an orphan is the reaper's job
-            fut.result(timeout=120)
+            fut.result(timeout=0)

@@ -24,6 +24,7 @@ from posttrain_arena.spec.hashing import tree_hash
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.trial import lifecycle
 from posttrain_arena.trial.journal import Journal
+from posttrain_arena.trial.pool import SessionPool
 from posttrain_arena.trial.records import TrialConfig, TrialRecord, trial_id
 from posttrain_arena.trial.result import Outcome, TrialResult
 
@@ -44,11 +45,13 @@ class TrialRunner:
         records_root: Path | None = None,
         journal: Journal | None = None,
         allow_network: bool | None = None,
+        warm_pool: bool = True,
     ) -> None:
         """`backend`: "auto", "docker", "local" or a Backend object. `records_root`: keep
         a record directory per trial there (else none is kept). `allow_network`: None
         follows each task's `environment.allow_internet`; True/False overrides it for
-        the agent phase (the verifier never has network)."""
+        the agent phase (the verifier never has network). `warm_pool`: keep one
+        pre-started pristine agent session per environment ready for the next trial."""
         if isinstance(backend, str):
             from posttrain_arena.sandbox import get_backend
 
@@ -57,11 +60,23 @@ class TrialRunner:
         self.records_root = Path(records_root) if records_root is not None else None
         self.journal = journal
         self.allow_network = allow_network
+        self.pool = SessionPool(backend) if warm_pool else None
         self._lock = threading.Lock()
         self._context_of: dict[str, str] = {}
         self._images: dict[str, ImageRef] = {}
         self._failed_builds: dict[str, str] = {}
         self._build_locks: dict[str, threading.Lock] = {}
+
+    def close(self) -> None:
+        """Stop the warm pool's idle sessions (also done at interpreter exit)."""
+        if self.pool is not None:
+            self.pool.close()
+
+    def __enter__(self) -> TrialRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def backend_name(self) -> str:
@@ -136,7 +151,7 @@ class TrialRunner:
             plan = lifecycle.TrialPlan(
                 task=task, agent=agent, backend=self.backend, image=image, trial_id=tid,
                 seed=seed, agent_timeout=timeout, network=network, record=record,
-                scratch=scratch, timings=timings,
+                scratch=scratch, timings=timings, pool=self.pool,
             )
             phase = lifecycle.execute(plan)
         except (BuildError, _BuildFailed) as exc:

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from posttrain_arena.trial.lifecycle import Reading, TrialPlan
 
 _PREPARE = r"""
-vroot=$1; logs=$2; shift 2
+vroot=$1; logs=$2; workdir=$3; shift 3
+[ -d "$workdir" ] || mkdir -p -- "$workdir" 2>/dev/null
 rm -rf -- "$logs" 2>/dev/null
 parent=${logs%/*}
 if [ -L "$parent" ] || { [ -e "$parent" ] && [ ! -d "$parent" ]; }; then rm -f -- "$parent"; fi
@@ -75,8 +76,9 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
                              "isolation cannot trust it, so nothing was verified (use "
                              "isolation: fresh, or keep the agent out of system paths)")
     vroot = f"/tmp/.arena-verify-{secrets.token_hex(8)}"
-    prep = session.exec(["/bin/sh", "-c", _PREPARE, "sh", vroot, LOGS_DIR, *roots],
-                        timeout=120)
+    prep = session.exec(["/bin/sh", "-c", _PREPARE, "sh", vroot, LOGS_DIR, plan.workdir,
+                         *roots],
+                        timeout=120, user="root")
     if prep.exit_code != 0:
         # The same session ran the agent a moment ago: if it cannot run this now, the
         # agent wrecked it. That is the agent's result, not an infrastructure failure.
@@ -91,7 +93,7 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
         elif key == "dropped":
             dropped.append(value)
     if logs != LOGS_DIR:
-        session.exec(["mkdir", "-p", "-m", "0755", logs], timeout=30)
+        session.exec(["mkdir", "-p", "-m", "0755", logs], timeout=30, user="root")
     if dropped:
         plan.record.write_text("dropped_links.txt", "\n".join(dropped) + "\n")
     session.copy_in(plan.task.verifier_dir, f"{vroot}/verifier")

@@ -54,10 +54,15 @@ CLEAR_SCRIPT = (
 """Empties each root in place (a root may be a mount point, so it is kept)."""
 
 
-def clear_roots(session: Session, roots: list[str]) -> None:
-    """Empty the state roots of a pristine session before the agent's state arrives."""
-    if roots:
-        session.exec(["/bin/sh", "-c", CLEAR_SCRIPT, "sh", *roots], timeout=120, user="root")
+def clear_roots(session: Session, roots: list[str], *, logs: str | None = None) -> None:
+    """Empty the state roots of a pristine session before the agent's state arrives
+    (and create an empty verifier output directory `logs`, when given)."""
+    script = CLEAR_SCRIPT + (f'; mkdir -p -m 0755 "{logs}"' if logs else "")
+    if roots or logs:
+        result = session.exec(["/bin/sh", "-c", script, "sh", *roots], timeout=120,
+                              user="root")
+        if result.exit_code != 0:
+            raise SandboxError(f"cannot prepare the verifier's session: {result.stderr[-300:]}")
 
 
 def copy_state(agent: Session, verifier: Session, roots: list[str], scratch: Path,
