@@ -83,6 +83,12 @@ class TrialPlan:
     pool: SessionPool | None = None
 
     @property
+    def harness_cwd(self) -> str:
+        """A directory the agent cannot remove, for the harness's own commands (the
+        workdir may be gone; the local backend has no visible '/')."""
+        return "/tmp" if self.backend.name == "local" else "/"
+
+    @property
     def pooled_logs(self) -> bool:
         """Whether the verifier comes from the pool, its output fetched by copy (the
         local backend cannot create /logs in a session, so it keeps the mount)."""
@@ -228,7 +234,8 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     t0 = time.monotonic()
     storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
     try:
-        report = copy_state(agent_session, vsession, roots, plan.scratch, max_kbytes=storage_kb)
+        report = copy_state(agent_session, vsession, roots, plan.scratch, max_kbytes=storage_kb,
+                            cwd=plan.harness_cwd)
     except StateTooLarge as exc:
         return Reading(None, str(exc))
     plan.timings["state_copy"] = time.monotonic() - t0

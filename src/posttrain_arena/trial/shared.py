@@ -78,7 +78,7 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
     vroot = f"/tmp/.arena-verify-{secrets.token_hex(8)}"
     prep = session.exec(["/bin/sh", "-c", _PREPARE, "sh", vroot, LOGS_DIR, plan.workdir,
                          *roots],
-                        timeout=120, user="root")
+                        timeout=120, user="root", workdir=plan.harness_cwd)
     if prep.exit_code != 0:
         # The same session ran the agent a moment ago: if it cannot run this now, the
         # agent wrecked it. That is the agent's result, not an infrastructure failure.
@@ -93,7 +93,8 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
         elif key == "dropped":
             dropped.append(value)
     if logs != LOGS_DIR:
-        session.exec(["mkdir", "-p", "-m", "0755", logs], timeout=30, user="root")
+        session.exec(["mkdir", "-p", "-m", "0755", logs], timeout=30, user="root",
+                     workdir=plan.harness_cwd)
     if dropped:
         plan.record.write_text("dropped_links.txt", "\n".join(dropped) + "\n")
     session.copy_in(plan.task.verifier_dir, f"{vroot}/verifier")

@@ -66,7 +66,7 @@ def clear_roots(session: Session, roots: list[str], *, logs: str | None = None) 
 
 
 def copy_state(agent: Session, verifier: Session, roots: list[str], scratch: Path,
-               *, max_kbytes: int) -> StateReport:
+               *, max_kbytes: int, cwd: str = "/") -> StateReport:
     """Copy each existing root from the agent's session into the (cleared) verifier's."""
     report = StateReport()
     hosts: dict[str, Path] = {}
@@ -75,7 +75,7 @@ def copy_state(agent: Session, verifier: Session, roots: list[str], scratch: Pat
         try:
             agent.copy_out(root, host)
         except SandboxError:
-            if _exists(agent, root):
+            if _exists(agent, root, cwd):
                 raise
             continue  # the agent removed it: the verifier sees it absent too
         hosts[root] = host
@@ -93,9 +93,9 @@ def copy_state(agent: Session, verifier: Session, roots: list[str], scratch: Pat
     return report
 
 
-def _exists(session: Session, path: str) -> bool:
+def _exists(session: Session, path: str, cwd: str) -> bool:
     probe = session.exec(["/bin/sh", "-c", '[ -e "$1" ] || [ -L "$1" ]', "sh", path],
-                         timeout=60, user="root")
+                         timeout=60, user="root", workdir=cwd)
     return probe.exit_code == 0
 
 
