@@ -185,7 +185,8 @@ def main() -> None:
 
     port = free_port()
     env = {**os.environ, "ARENA_DATABASE_URL": url,
-           "ARENA_DATA_DIR": tempfile.mkdtemp(prefix="arena-bench-data-")}
+           "ARENA_DATA_DIR": tempfile.mkdtemp(prefix="arena-bench-data-"),
+           "ARENA_WATCHDOG_INTERVAL_SEC": "0"}  # keep the seeded runs as they are
     cmd = [sys.executable, "-m", "uvicorn", "--factory",
            "posttrain_arena.service.app:create_app", "--host", "127.0.0.1",
            "--port", str(port), "--log-level", "warning", "--workers", str(args.workers),
