@@ -1,6 +1,8 @@
 """Trial overhead: per-trial wall time and replay throughput, beside Docker baselines.
 
-Measured in one run, for a trivial task with a warm image (oracle + verify):
+Measured in one run, for a trivial task with a warm image (oracle + verify); the
+runner keeps its warm pool (a pre-started pristine session per environment), as a
+batch does:
 
 * docker trial (TrialRunner, fresh verification) vs a bare
   `docker run --rm --network none IMAGE true` and vs a hand-made docker-CLI trial
@@ -112,10 +114,15 @@ def main() -> None:
         calls = [0]
         api = getattr(getattr(runner.backend, "client", None), "api", None)
         if api is not None:
-            api.hooks["response"].append(lambda r, *a, **k: calls.__setitem__(0, calls[0] + 1))
+            def count(response: object, *args: object, _calls: list[int] = calls,
+                      **kwargs: object) -> None:
+                _calls[0] += 1
+
+            api.hooks["response"].append(count)
         times = timed(lambda r=runner: r.run(task, OracleAgent(), seed=time.monotonic_ns()),
                       args.reps)
         per_trial[name] = med(times)
+        runner.close()
         extra = f", {calls[0] / args.reps:.0f} Engine API calls/trial" if api else ""
         print(f"{name:>6} trial (oracle + fresh verify): {med(times):.3f} s{extra}")
         if name == "docker":
@@ -149,8 +156,10 @@ def main() -> None:
             base = base or rate
             print(f"{name:>6} -j {jobs}: {wall:7.2f} s, {rate:6.2f} trials/s "
                   f"({rate / base:.2f}x of -j 1)")
+            runner.close()
             runner = TrialRunner(name, records_root=work / f"replay-{name}-{jobs}")
             runner.image_for(task)
+        runner.close()
 
 
 if __name__ == "__main__":
