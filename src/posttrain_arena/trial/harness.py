@@ -111,7 +111,10 @@ def _bundle_key() -> str:
 
 
 def _plugin_path() -> Path:
-    return Path(__file__).with_name("ctrf_plugin.py")
+    """The sandbox's standalone CTRF plugin (`--ctrf FILE`), shipped as arena_ctrf.py."""
+    import posttrain_arena.sandbox as sandbox_package
+
+    return Path(sandbox_package.__file__).with_name("ctrf_plugin.py")
 
 
 def harness_bundle(cache_root: Path | None = None) -> Path:
