@@ -143,3 +143,30 @@ def test_agent_deleting_its_workspace_scores_zero_not_infra(
     result = runner_factory(backend_name).run(task, ScriptAgent(script))
     assert result.outcome is Outcome.SCORED, result.reason
     assert result.reward == 0.0
+
+
+@pytest.mark.bwrap
+def test_warm_pool_stops_idle_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trial_cache: Path
+) -> None:
+    import time
+
+    from posttrain_arena.sandbox import Limits, get_backend
+    from posttrain_arena.trial.pool import SessionPool
+
+    monkeypatch.setenv("ARENA_LOCAL_SESSIONS", str(tmp_path / "sessions"))
+    sessions = tmp_path / "sessions" / "posttrain-arena-sessions"
+    backend = get_backend("local")
+    image = backend.build(make_task(tmp_path / "task").environment_dir, timeout=120)
+    pool = SessionPool(backend, idle_sec=0.5)
+    pool.take(image, Limits(), {}).stop()  # taking one pre-starts the next
+    time.sleep(1.5)  # the pre-started one appears, then expires unused
+    for _ in range(100):
+        if not any(sessions.iterdir()):
+            break
+        time.sleep(0.1)
+    assert not any(sessions.iterdir())
+    again = SessionPool(backend)
+    again.take(image, Limits(), {}).stop()
+    again.close()
+    assert not any(sessions.iterdir())

@@ -4,9 +4,10 @@ When a trial takes a session for a given image, limits and mounts, the pool star
 next one in the background; back-to-back trials of the same environment (replays,
 evaluation with several samples, GRPO groups) then find one ready. Pooled sessions are
 pristine: no agent has touched them; a `prepare` step (e.g. emptying the verifier's
-state roots) runs before they are handed out. Idle ones are stopped by `close()` (and
-at interpreter exit); the docker backend's orphan reaper removes what a crash leaves,
-as for any labelled container.
+state roots) runs before they are handed out. An idle session is stopped after
+`idle_sec` without a taker, by `close()`, or at interpreter exit, so a runner that is
+never closed leaks nothing for long; the docker backend's orphan reaper removes what a
+crash leaves, as for any labelled container.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ Prepare = Callable[[Session], None]
 class SessionPool:
     """At most one idle, pre-started session per (image, limits, mounts, role)."""
 
-    def __init__(self, backend: Backend, *, max_idle: int = 8) -> None:
+    def __init__(self, backend: Backend, *, max_idle: int = 8, idle_sec: float = 30.0) -> None:
         self.backend = backend
         self.max_idle = max_idle
+        self.idle_sec = idle_sec
         self._lock = threading.Lock()
         self._ready: dict[Hashable, Future[Session]] = {}
         self._discarding: list[Future[None]] = []
@@ -47,8 +49,11 @@ class SessionPool:
         with self._lock:
             pending = self._ready.pop(key, None)
             if not self._closed and len(self._ready) < self.max_idle:
-                self._ready[key] = self._executor.submit(
-                    self._start, image, limits, mounts, role, prepare)
+                fut = self._executor.submit(self._start, image, limits, mounts, role, prepare)
+                self._ready[key] = fut
+                timer = threading.Timer(self.idle_sec, self._expire, (key, fut))
+                timer.daemon = True
+                timer.start()
         if pending is not None and pending.done() and pending.exception() is None:
             return pending.result()
         if pending is not None:  # not ready yet (or failed): do not wait on it
@@ -67,6 +72,14 @@ class SessionPool:
                 session.stop()
                 raise
         return session
+
+    def _expire(self, key: Hashable, fut: Future[Session]) -> None:
+        """Stop a pooled session nobody took in time."""
+        with self._lock:
+            if self._ready.get(key) is not fut:
+                return
+            del self._ready[key]
+        fut.add_done_callback(_stop_when_done)
 
     def discard(self, session: Session) -> None:
         """Stop a session in the background (one no agent process ever ran in, such as
