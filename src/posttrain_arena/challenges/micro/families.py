@@ -88,8 +88,9 @@ class Family:
 
 # Vocabulary the generators draw from. Fresh instances recombine these, so every name a
 # held-out prompt mentions was seen in some other combination during training.
-_STEMS = ["notes", "data", "report", "items", "log", "list", "records", "input",
-          "values", "entries", "sample", "batch"]
+# File stems are one small pool shared by every family, so that "copy the file name from
+# the prompt" is one skill a tiny model sees many times over, whatever the family.
+_STEMS = ["data", "notes", "report", "input", "records"]
 _TEAMS = ["sales", "support", "research", "finance", "ops", "legal", "design", "audit",
           "quality", "planning", "logistics", "security"]
 _PROJECTS = ["Apollo", "Borealis", "Cedar", "Dynamo", "Ember", "Falcon", "Granite", "Harbor",
@@ -99,7 +100,7 @@ _PEOPLE = ["Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Gita", "Hugo", "I
            "Sven", "Tara", "Umar", "Vera", "Wen", "Yara", "Zane"]
 _WORDS = ["alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "light", "paper",
           "green", "quick", "silver", "north", "ocean", "metal", "plain", "field", "spark"]
-_MARKERS = ["TODO", "FIXME", "XXX", "HACK", "BUG", "NOTE"]
+_MARKERS = ["TODO", "FIXME", "HACK", "BUG"]
 _LEVELS = ["INFO", "WARN", "DEBUG"]
 
 
@@ -137,7 +138,7 @@ def _count_markers(rng: random.Random) -> Instance:
 
 
 def _unique_ips(rng: random.Random) -> Instance:
-    log = f"{rng.choice(['auth', 'access', 'ssh', 'firewall', 'vpn', 'proxy'])}.log"
+    log = _fname(rng, "log")
     out = "ips.txt"
     # Fixed-width addresses sort the same in every locale.
     ips = [f"10.0.{rng.randint(0, 9)}.{rng.randint(100, 254)}" for _ in range(rng.randint(3, 6))]
@@ -154,7 +155,7 @@ def _unique_ips(rng: random.Random) -> Instance:
 def _column_sum(rng: random.Random) -> Instance:
     csv = _fname(rng, "csv")
     out = "total.txt"
-    ncols = rng.randint(2, 5)
+    ncols = 4
     col = rng.randint(1, ncols)
     rows = [[rng.randint(1, 500) for _ in range(ncols)] for _ in range(rng.randint(4, 10))]
     total = sum(r[col - 1] for r in rows)
@@ -178,7 +179,7 @@ def _sort_names(rng: random.Random) -> Instance:
 
 
 def _word_count(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['draft', 'article', 'caption', 'script', 'story', 'post'])}.txt"
+    src = _fname(rng, "txt")
     out = "words.txt"
     text = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
             for _ in range(rng.randint(2, 6))]
@@ -191,7 +192,7 @@ def _word_count(rng: random.Random) -> Instance:
 
 
 def _max_reading(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['temps', 'readings', 'ph', 'samples', 'counts', 'spectra'])}.txt"
+    src = _fname(rng, "dat")
     out = "max.txt"
     values = [rng.randint(1, 999) for _ in range(rng.randint(5, 12))]
     return _inst(
@@ -203,8 +204,8 @@ def _max_reading(rng: random.Random) -> Instance:
 
 def _sequence(rng: random.Random) -> Instance:
     out = "numbers.txt"
-    a = rng.randint(1, 9)
-    b = rng.randint(10, 20)
+    a = rng.randint(1, 6)
+    b = rng.randint(7, 12)
     return _inst(
         "sequence", Domain.MATHEMATICS_FORMAL_REASONING, "Write an integer range",
         f"Write the integers from {a} to {b}, one per line, to {out}.",
@@ -213,11 +214,11 @@ def _sequence(rng: random.Random) -> Instance:
 
 
 def _first_lines(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['sensor', 'pump', 'valve', 'motor', 'line', 'press'])}.log"
+    src = _fname(rng, "log")
     out = "top.txt"
     rows = [f"t={i} {rng.choice(_LEVELS)} rpm={rng.randint(100, 3000)}"
             for i in range(rng.randint(8, 14))]
-    n = rng.randint(2, 6)
+    n = rng.randint(2, 5)
     return _inst(
         "first-lines", Domain.INDUSTRIAL_PHYSICAL_SYSTEMS, "Keep the first log lines",
         f"Copy the first {n} lines of {src} to {out}.",
@@ -228,7 +229,7 @@ def _first_lines(rng: random.Random) -> Instance:
 # ------------------------------------------------------------- off-topic families (I-P)
 
 def _make_executable(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['build', 'deploy', 'lint', 'setup', 'run', 'check'])}.sh"
+    src = _fname(rng, "sh")
     body = f"#!/bin/sh\necho {rng.choice(_WORDS)}\n"
     return _inst(
         "make-executable", Domain.SOFTWARE_ENGINEERING, "Make a script executable",
@@ -238,7 +239,7 @@ def _make_executable(rng: random.Random) -> Instance:
 
 
 def _checksum(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['firmware', 'package', 'archive', 'image', 'backup'])}.bin"
+    src = _fname(rng, "bin")
     out = "checksum.txt"
     body = _lines([rng.choice(_WORDS) + str(rng.randint(0, 999)) for _ in range(4)])
     digest = hashlib.sha256(body.encode()).hexdigest()
@@ -250,7 +251,7 @@ def _checksum(rng: random.Random) -> Instance:
 
 
 def _reverse_ledger(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['ledger', 'journal', 'payments', 'invoices'])}.txt"
+    src = _fname(rng, "txt")
     out = "reversed.txt"
     rows = [f"{rng.choice(_PEOPLE)} {rng.randint(5, 900)}.00" for _ in range(rng.randint(4, 9))]
     return _inst(
@@ -261,7 +262,7 @@ def _reverse_ledger(rng: random.Random) -> Instance:
 
 
 def _uppercase(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['memo', 'agenda', 'minutes', 'letter'])}.txt"
+    src = _fname(rng, "txt")
     out = "upper.txt"
     text = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 6))) for _ in range(3)]
     return _inst(
@@ -273,7 +274,7 @@ def _uppercase(rng: random.Random) -> Instance:
 
 def _make_folder(rng: random.Random) -> Instance:
     top = rng.choice(["media", "assets", "footage", "episodes"])
-    sub = f"{rng.choice(_WORDS)}{rng.randint(1, 9)}"
+    sub = rng.choice(_STEMS)
     return _inst(
         "make-folder", Domain.MEDIA_CONTENT_PRODUCTION, "Create a media folder",
         f"Create the directory {top}/{sub}, with its parents.",
@@ -282,7 +283,7 @@ def _make_folder(rng: random.Random) -> Instance:
 
 
 def _backup_copy(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['assay', 'culture', 'genome', 'titration'])}.dat"
+    src = _fname(rng, "dat")
     dst = f"{src}.bak"
     body = _lines([f"{rng.randint(1, 99)} {rng.randint(1, 99)}" for _ in range(4)])
     return _inst(
@@ -293,7 +294,7 @@ def _backup_copy(rng: random.Random) -> Instance:
 
 
 def _number_lines(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['proof', 'lemmas', 'steps', 'axioms'])}.txt"
+    src = _fname(rng, "txt")
     out = "numbered.txt"
     rows = [f"{rng.choice(_WORDS)} implies {rng.choice(_WORDS)}" for _ in range(rng.randint(3, 7))]
     numbered = [f"{i:6d}\t{row}" for i, row in enumerate(rows, 1)]
@@ -305,8 +306,7 @@ def _number_lines(rng: random.Random) -> Instance:
 
 
 def _rename(rng: random.Random) -> Instance:
-    src = f"{rng.choice(['plc', 'hmi', 'scada', 'relay'])}.cfg"
-    dst = f"{rng.choice(_WORDS)}.cfg"
+    src, dst = (f"{stem}.cfg" for stem in rng.sample(_STEMS, 2))
     body = _lines([f"set {rng.choice(_WORDS)} {rng.randint(0, 9)}" for _ in range(3)])
     return _inst(
         "rename-config", Domain.INDUSTRIAL_PHYSICAL_SYSTEMS, "Rename a controller config",

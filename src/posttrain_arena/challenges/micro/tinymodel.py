@@ -76,6 +76,12 @@ class TinyModelSpec(BaseModel):
     num_layers: int = Field(default=4, ge=1, description="Transformer layers")
     num_heads: int = Field(default=4, ge=1, description="Attention heads")
     max_positions: int = Field(default=2048, ge=128, description="Longest sequence (tokens)")
+    init_std: float = Field(
+        default=0.08, gt=0,
+        description="Std of the random initial weights; larger than the usual 0.02, which "
+        "leaves a from-scratch model of this size stuck repeating the most frequent "
+        "parameter instead of copying it from the prompt",
+    )
     seed: int = Field(default=0, description="Seed of the random initialisation")
 
 
@@ -149,10 +155,11 @@ def build_model(tokenizer: Any, spec: TinyModelSpec) -> Any:
         num_key_value_heads=spec.num_heads,
         max_position_embeddings=spec.max_positions,
         tie_word_embeddings=True,
+        initializer_range=spec.init_std,
         bos_token_id=None,
         eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
         pad_token_id=tokenizer.convert_tokens_to_ids(EOT),
-        torch_dtype="float32",
+        dtype="float32",
     )
     torch.manual_seed(spec.seed)
     model = Qwen2ForCausalLM(config)
