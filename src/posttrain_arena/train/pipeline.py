@@ -87,6 +87,9 @@ def run_recipe(
               reads=("snapshot", "leakage", "baseline", "teacher", "sft", "gate", "grpo",
                      "final")),
     ]
-    for stage in graph:
-        runner.run(stage)
+    try:
+        for stage in graph:
+            runner.run(stage)
+    finally:
+        steps.close()
     return Score.model_validate_json((runner.stages_dir / "score" / "score.json").read_text())

@@ -70,6 +70,11 @@ class Steps:
                 self._runner = TrialRunner(self.r.runtime.sandbox)
             return self._runner
 
+    def close(self) -> None:
+        """Stop the trial runner's idle sandbox sessions."""
+        if self._runner is not None and hasattr(self._runner, "close"):
+            self._runner.close()
+
     def trial(self, task: TaskPackage, agent: Any, seed: int,
               journal: Journal | None = None) -> TrialResult:
         """One trial; with a journal, a finished identical trial is not run again."""
