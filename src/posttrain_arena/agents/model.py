@@ -14,6 +14,7 @@ trajectories in exactly this format.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -91,9 +92,19 @@ def call_id(turn: int, index: int = 0) -> str:
     return f"call_{turn}_{index}"
 
 
+TIME_NOTE_STEP_SEC = 10
+
+
 def time_note(time_left_sec: float) -> str:
-    """How the remaining deadline is shown to the model."""
-    return f"[time left: {max(0, int(time_left_sec))}s]"
+    """How the remaining deadline is shown to the model.
+
+    Rounded up to a 10 s step: a model needs the order of magnitude, and exact seconds
+    would make the same episode render differently with machine load, which breaks
+    seeded reproducibility (and teaches a small model noise).
+    """
+    step = TIME_NOTE_STEP_SEC
+    shown = max(0, math.ceil(max(0.0, time_left_sec) / step) * step)
+    return f"[time left: {shown}s]"
 
 
 def initial_messages(prompt: str, time_left_sec: float) -> list[Message]:
