@@ -4,6 +4,10 @@ Every exec carries a marker in its environment (ARENA_EXEC_ID=<id>), which every
 it starts inherits, even one that calls setsid or is re-parented to PID 1. On timeout a
 second exec SIGKILLs every process with that marker, so the whole tree of the timed-out
 command dies while the session itself (and other execs) live on.
+
+`halt()` ends a session's processes in one engine call (the container is killed, its
+anchor with it) and keeps its files readable: a trial with fresh verification halts
+the agent's session and copies the state out of the stopped container.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import socket
 import tarfile
 import tempfile
 import threading
@@ -32,8 +37,17 @@ _KILL_MARKED = (
 )
 
 
+class MissingPath(SandboxError):
+    """copy_out: the path does not exist in the (existing) container."""
+
+    missing = True
+
+
 class DockerSession:
     """A container started by DockerBackend.start."""
+
+    accepts_stdin = True
+    """exec takes `stdin=` bytes (one exec can bring files in and run a command)."""
 
     def __init__(self, api: Any, container: str, sid: str, image: ImageRef) -> None:
         self.api = api
@@ -41,6 +55,7 @@ class DockerSession:
         self.id = sid
         self.image = image
         self._stopped = False
+        self._halted = False
 
     def exec(
         self,
@@ -51,12 +66,15 @@ class DockerSession:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: bytes | None = None,
     ) -> ExecResult:
-        """Run a command through the exec API; on timeout kill its whole tree."""
+        """Run a command through the exec API; on timeout kill its whole tree.
+        `stdin` (this backend's extension, see `accepts_stdin`): bytes fed to the
+        command's standard input, which is then closed."""
         import docker.errors
 
-        if self._stopped:
-            raise SandboxError(f"session {self.id} is stopped")
+        if self._stopped or self._halted:
+            raise SandboxError(f"session {self.id} is {'stopped' if self._stopped else 'halted'}")
         argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
         marker = uuid.uuid4().hex
         environment = {**(env or {}), "ARENA_EXEC_ID": marker}
@@ -67,13 +85,16 @@ class DockerSession:
                 argv,
                 stdout=True,
                 stderr=True,
-                stdin=False,
+                stdin=stdin is not None,
                 tty=False,
                 user=user or "",
                 environment=environment,
                 workdir=workdir or self.image.workdir,
             )["Id"]
-            stream = self.api.exec_start(exec_id, stream=True, demux=True)
+            if stdin is None:
+                stream: Any = self.api.exec_start(exec_id, stream=True, demux=True)
+            else:
+                stream = _StdinStream(self.api.exec_start(exec_id, socket=True), stdin)
         except docker.errors.APIError as exc:
             raise SandboxError(f"exec in session {self.id} failed: {exc}") from exc
         out, err = OutputCapture(on_output), OutputCapture(on_output)
@@ -181,7 +202,9 @@ class DockerSession:
         try:
             chunks, _stat = self.api.get_archive(self.container, src)
         except docker.errors.NotFound as exc:
-            raise SandboxError(f"copy_out: {src} does not exist in session {self.id}") from exc
+            if "no such container" in str(exc).lower():
+                raise SandboxError(f"copy_out {src}: session {self.id} is gone ({exc})") from exc
+            raise MissingPath(f"copy_out: {src} does not exist in session {self.id}") from exc
         except docker.errors.APIError as exc:
             raise SandboxError(f"copy_out {src}: {exc}") from exc
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -220,11 +243,37 @@ class DockerSession:
         """SIGKILL every process but PID 1 (the idle anchor)."""
         import docker.errors
 
-        if self._stopped:
+        if self._stopped or self._halted:
             return
         with contextlib.suppress(docker.errors.APIError):
             for _ in range(2):
                 self._run_root(["/bin/sh", "-c", "kill -9 -1 2>/dev/null; true"])
+
+    def halt(self) -> None:
+        """End every process in the session, PID 1 included, and keep the container's
+        files: copy_out still works (the engine reads a stopped container's filesystem);
+        exec no longer does. One engine call (SIGKILL, no grace period): when
+        the pid namespace's PID 1 dies the kernel kills every other process in it, and
+        the engine reports the container stopped only after that, so nothing the agent
+        started (setsid, double fork, a late exec) outlives this call."""
+        import docker.errors
+
+        if self._stopped or self._halted:
+            return
+        self._halted = True
+        try:
+            self.api.kill(self.container)
+        except docker.errors.NotFound as exc:
+            raise SandboxError(f"cannot halt session {self.id}: it is gone ({exc})") from exc
+        except docker.errors.APIError as exc:
+            if "is not running" not in str(exc):
+                raise SandboxError(f"cannot halt session {self.id}: {exc}") from exc
+        try:  # a SIGKILL returns once stopped; waiting makes that explicit and cheap
+            status = self.api.wait(self.container, timeout=60, condition="not-running")
+        except Exception as exc:
+            raise SandboxError(f"session {self.id} did not stop after SIGKILL: {exc}") from exc
+        if not isinstance(status, dict):
+            raise SandboxError(f"session {self.id}: unexpected wait answer {status!r}")
 
     def stop(self) -> None:
         """Remove the container with force (SIGKILL, no grace period). Idempotent."""
@@ -233,15 +282,48 @@ class DockerSession:
         if self._stopped:
             return
         self._stopped = True
-        with contextlib.suppress(docker.errors.NotFound):
-            try:
-                self.api.remove_container(self.container, force=True, v=True)
-            except docker.errors.APIError as exc:
-                if "already in progress" not in str(exc):
-                    raise SandboxError(f"cannot remove container {self.id}: {exc}") from exc
+        try:
+            self.api.remove_container(self.container, force=True, v=True)
+        except docker.errors.NotFound:
+            pass  # already gone (e.g. removed by the reaper)
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise SandboxError(f"cannot remove container {self.id}: {exc}") from exc
 
     def __enter__(self) -> DockerSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _StdinStream:
+    """An exec's hijacked connection: feeds `data` to the command's stdin from a thread
+    (then half-closes it, so the command sees end of file) and yields (stdout, stderr)
+    chunks as the demultiplexed stream of `exec_start(stream=True, demux=True)` does."""
+
+    def __init__(self, sock: Any, data: bytes) -> None:
+        self.sock = sock
+        self.raw = getattr(sock, "_sock", sock)
+        self.writer = threading.Thread(target=self._write, args=(data,), daemon=True,
+                                       name="exec-stdin")
+        self.writer.start()
+
+    def _write(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):  # the command may exit without reading it all
+            self.raw.sendall(data)
+            self.raw.shutdown(socket.SHUT_WR)
+
+    def __iter__(self) -> Any:
+        from docker.utils.socket import STDOUT, frames_iter
+
+        try:
+            for stream_id, chunk in frames_iter(self.sock, tty=False):
+                yield (chunk, None) if stream_id == STDOUT else (None, chunk)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for handle in (self.sock, self.raw):
+            with contextlib.suppress(Exception):
+                handle.close()

@@ -1,6 +1,6 @@
 """One trial's phases, from a built image to a TrialResult.
 
-    agent session ──agent phase (deadline)──▶ kill_all ──▶ verifier phase ──▶ result
+    agent session ──agent phase (deadline)──▶ halt / kill_all ──▶ verifier phase ──▶ result
 
 Fresh isolation (the default) starts the verifier's session from the pristine image
 while the agent works (it is cheap then: nobody waits for it), with verifier/ and the
@@ -22,15 +22,21 @@ from pathlib import Path
 from posttrain_arena.agents.base import Agent, AgentContext, AgentRun
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.transcript import Message, Transcript
-from posttrain_arena.sandbox.base import Backend, ImageRef, Limits, Mount, Session
+from posttrain_arena.sandbox.base import Backend, ExecResult, ImageRef, Limits, Mount, Session
 from posttrain_arena.spec.package import TaskPackage
-from posttrain_arena.trial import shared
+from posttrain_arena.trial import onecall, shared
 from posttrain_arena.trial.harness import HARNESS_DIR, harness_bundle
 from posttrain_arena.trial.pool import SessionPool
 from posttrain_arena.trial.records import TrialRecord
 from posttrain_arena.trial.result import Outcome, TestDetail
 from posttrain_arena.trial.shell import SessionShell
-from posttrain_arena.trial.state import StateTooLarge, clear_roots, copy_state, state_roots
+from posttrain_arena.trial.state import (
+    StateTooLarge,
+    clear_roots,
+    fetch_state,
+    put_state,
+    state_roots,
+)
 from posttrain_arena.trial.verifier import (
     LOGS_DIR,
     VerifierCommand,
@@ -95,6 +101,11 @@ class TrialPlan:
         return self.pool is not None and self.backend.name != "local"
 
     @property
+    def fresh(self) -> bool:
+        """Whether the verifier runs in a fresh session (else in the agent's)."""
+        return self.task.frontmatter.verifier.isolation.value == "fresh"
+
+    @property
     def workdir(self) -> str:
         return self.task.frontmatter.environment.workdir
 
@@ -111,7 +122,7 @@ class TrialPlan:
 def execute(plan: TrialPlan) -> PhaseOutcome:
     """Run the agent and verifier phases; raise on infrastructure failure."""
     task = plan.task
-    fresh = task.frontmatter.verifier.isolation.value == "fresh"
+    fresh = plan.fresh
     roots = state_roots(plan.workdir, list(task.frontmatter.verifier.state_paths))
     sessions: list[Session] = []
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="trial")
@@ -205,7 +216,7 @@ def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
     thread.start()
     thread.join(plan.agent_timeout + AGENT_GRACE_SEC)
     shell.close()
-    session.kill_all()
+    _end_agent_processes(plan, session)
     plan.timings["agent"] = time.monotonic() - t0
     run = box.get("run")
     transcript = run.transcript if isinstance(run, AgentRun) else Transcript(
@@ -229,16 +240,30 @@ def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
     return None
 
 
+def _end_agent_processes(plan: TrialPlan, session: Session) -> None:
+    """End every process the agent started. With fresh verification the agent's session
+    only has its state read from now on, so a backend that can halt it (docker: one
+    SIGKILL of the container, its files kept readable) does so; otherwise, and for
+    shared verification, which goes on in this session, kill_all."""
+    halt = getattr(session, "halt", None)
+    if plan.fresh and callable(halt):
+        halt()
+    else:
+        session.kill_all()
+
+
 def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
                   roots: list[str], pool: ThreadPoolExecutor) -> Reading:
+    """Move the state roots into the verifier's pristine session and verify there. Where
+    that session takes stdin, one exec moves the state in, verifies and returns the
+    output (`onecall`); otherwise, or when that cannot restore the state, plain copies."""
     t0 = time.monotonic()
     storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
     try:
-        report = copy_state(agent_session, vsession, roots, plan.scratch, max_kbytes=storage_kb,
-                            cwd=plan.harness_cwd)
+        report = fetch_state(agent_session, roots, plan.scratch, max_kbytes=storage_kb,
+                             cwd=plan.harness_cwd)
     except StateTooLarge as exc:
         return Reading(None, str(exc))
-    plan.timings["state_copy"] = time.monotonic() - t0
     # No longer needed: let it go while the verifier runs (execute's finally waits).
     pool.submit(agent_session.stop)
     if report.dropped_links:
@@ -246,6 +271,19 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     command = build_command(plan.task.verifier_kind, verifier_dir=VERIFIER_MOUNT,
                             harness_dir=HARNESS_DIR, workdir=plan.workdir,
                             base_env=dict(plan.image.env), isolate_site=False)
+    if plan.pooled_logs and onecall.supported(vsession, report):
+        plan.timings["state_copy"] = time.monotonic() - t0
+        reading = onecall.verify_with_state(plan, vsession, command, report,
+                                            plan.record.verifier_dir)
+        if reading is not None:
+            return reading
+        # nothing ran: start over from emptied roots and output directory
+        vsession.exec(["rm", "-rf", "--", LOGS_DIR], timeout=60, user="root",
+                      workdir=plan.harness_cwd)
+        clear_roots(vsession, roots, logs=LOGS_DIR)
+        report.copied.clear()
+    put_state(vsession, report)
+    plan.timings["state_copy"] = time.monotonic() - t0
     return run_verifier(plan, vsession, command, plan.record.verifier_dir,
                         fetch_from=LOGS_DIR if plan.pooled_logs else None)
 
@@ -259,6 +297,14 @@ def run_verifier(plan: TrialPlan, session: Session, command: VerifierCommand, lo
                           user="root")
     if fetch_from is not None:
         shared.fetch_logs(session, fetch_from, logs, plan.scratch)
+    return read_verifier(plan, command, logs, result)
+
+
+def read_verifier(plan: TrialPlan, command: VerifierCommand, logs: Path,
+                  result: ExecResult) -> Reading:
+    """Keep a finished verifier's output in the record and read its reward from `logs`
+    (on the host)."""
+    timeout = plan.task.frontmatter.verifier.timeout_sec
     plan.record.write_text("stdout.txt", result.stdout)
     plan.record.write_text("stderr.txt", result.stderr)
     reading = read_outcome(logs, exit_code=result.exit_code, timed_out=result.timed_out,

@@ -9,8 +9,10 @@ so `answer.txt -> /verifier/expected` or `-> /etc/passwd` arrive as missing file
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import posixpath
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,11 +28,13 @@ class StateTooLarge(Exception):
 
 @dataclass
 class StateReport:
-    """What moved: the roots copied and the links dropped."""
+    """What moved: the roots copied and the links dropped (and, between fetching and
+    putting, the host copy of each root that exists)."""
 
     copied: list[str] = field(default_factory=list)
     dropped_links: list[str] = field(default_factory=list)
     kbytes: int = 0
+    hosts: dict[str, Path] = field(default_factory=dict)
 
 
 def state_roots(workdir: str, state_paths: list[str]) -> list[str]:
@@ -68,14 +72,25 @@ def clear_roots(session: Session, roots: list[str], *, logs: str | None = None) 
 def copy_state(agent: Session, verifier: Session, roots: list[str], scratch: Path,
                *, max_kbytes: int, cwd: str = "/") -> StateReport:
     """Copy each existing root from the agent's session into the (cleared) verifier's."""
+    report = fetch_state(agent, roots, scratch, max_kbytes=max_kbytes, cwd=cwd)
+    put_state(verifier, report)
+    return report
+
+
+def fetch_state(agent: Session, roots: list[str], scratch: Path, *, max_kbytes: int,
+                cwd: str = "/") -> StateReport:
+    """Copy each existing root out of the agent's session into `scratch`, check the
+    size, drop the links that escape the roots (StateTooLarge when too large)."""
     report = StateReport()
     hosts: dict[str, Path] = {}
     for i, root in enumerate(roots):
         host = scratch / f"state-{i}"
         try:
             agent.copy_out(root, host)
-        except SandboxError:
-            if _exists(agent, root, cwd):
+        except SandboxError as exc:
+            # a backend that can tell a missing path apart says so (and may no longer
+            # run commands, e.g. a halted docker session); else ask the session
+            if not getattr(exc, "missing", False) and _exists(agent, root, cwd):
                 raise
             continue  # the agent removed it: the verifier sees it absent too
         hosts[root] = host
@@ -86,11 +101,25 @@ def copy_state(agent: Session, verifier: Session, roots: list[str], scratch: Pat
             f"task's storage limit is {max_kbytes // 1024} MiB"
         )
     report.dropped_links = _drop_escaping_links(hosts, roots)
-    for root, host in hosts.items():
-        if host.exists() or host.is_symlink():
-            verifier.copy_in(host, root)
-            report.copied.append(root)
+    report.hosts = {r: h for r, h in hosts.items() if h.exists() or h.is_symlink()}
     return report
+
+
+def put_state(verifier: Session, report: StateReport) -> None:
+    """Copy the fetched roots into the (cleared) verifier's session."""
+    for root, host in report.hosts.items():
+        verifier.copy_in(host, root)
+        report.copied.append(root)
+
+
+def state_archive(report: StateReport) -> bytes:
+    """The fetched roots as one uncompressed tar, members named relative to '/' (what
+    `tar -x -C /` in the verifier's session restores; links stay links)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for root, host in report.hosts.items():
+            tar.add(str(host), arcname=root.lstrip("/"), recursive=True)
+    return buf.getvalue()
 
 
 def _exists(session: Session, path: str, cwd: str) -> bool:
