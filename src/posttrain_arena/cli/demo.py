@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -68,8 +69,10 @@ def register(app: typer.Typer) -> None:
                 err.print(f"[bold]{ev.stage}[/bold] {ev.status} {ev.message}".rstrip())
 
         try:
-            result = run_demo(workdir, seed=seed, compare=compare, backend=backend,
-                              resume=resume, progress=progress)
+            # Trainers print their logs on stdout; keep stdout for the result alone.
+            with contextlib.redirect_stdout(sys.stderr):
+                result = run_demo(workdir, seed=seed, compare=compare, backend=backend,
+                                  resume=resume, progress=progress)
         except Exception as exc:  # the demo's failure is the user's first impression: say why
             typer.echo(f"arena demo failed: {type(exc).__name__}: {exc}", err=True)
             raise typer.Exit(1) from None
