@@ -6,23 +6,27 @@ import contextlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
+if TYPE_CHECKING:
+    from posttrain_arena.challenges.micro.demo import DemoResult
 
-def _print_human(result: object) -> None:
+
+def _print_human(result: DemoResult) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"micro challenge, seed {result.seed}: change in held-out pass rate")  # type: ignore[attr-defined]
+    table = Table(title=f"micro challenge, seed {result.seed}: change in held-out pass rate")
     for col in ("collection", "base", "final", "change", "95% interval", "learned"):
         table.add_column(col, justify="left" if col == "collection" else "right")
-    for name, s in result.scores.items():  # type: ignore[attr-defined]
+    for name, s in result.scores.items():
         table.add_row(name, f"{100 * s.base_rate:.1f}%", f"{100 * s.final_rate:.1f}%",
                       f"{s.delta_pp:+.1f} pp", f"[{s.ci95_low_pp:+.1f}, {s.ci95_high_pp:+.1f}] pp",
                       "yes" if s.learned else "no")
     Console().print(table)
-    for s in result.scores.values():  # type: ignore[attr-defined]
+    for s in result.scores.values():
         typer.echo(f"{s.collection}: score.json in {s.run_dir} ({s.seconds:.0f} s)")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +21,9 @@ from posttrain_arena.challenges.micro.build import (
     build_micro,
 )
 from posttrain_arena.train.stages import Progress, StageEvent, no_progress
+
+if TYPE_CHECKING:
+    from posttrain_arena.train.recipe import Recipe
 
 DEFAULT_WORKDIR = Path("~/.cache/posttrain-arena/micro")
 
@@ -55,9 +59,9 @@ class DemoResult(BaseModel):
     scores: dict[str, CollectionScore] = Field(description="Collection name -> score")
 
 
-def _with_backend(recipe: object, backend: str) -> object:
-    runtime = recipe.runtime.model_copy(update={"sandbox": backend})  # type: ignore[attr-defined]
-    return recipe.model_copy(update={"runtime": runtime})  # type: ignore[attr-defined]
+def _with_backend(recipe: Recipe, backend: str) -> Recipe:
+    runtime = recipe.runtime.model_copy(update={"sandbox": backend})
+    return recipe.model_copy(update={"runtime": runtime})
 
 
 def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local",
@@ -71,8 +75,7 @@ def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)
     start = time.monotonic()
-    score = run_recipe(recipe, run_dir=run_dir, resume=resume,  # type: ignore[arg-type]
-                       progress=progress)
+    score = run_recipe(recipe, run_dir=run_dir, resume=resume, progress=progress)
     if score.base is None or score.final is None or score.change is None:
         raise RuntimeError(f"{run_dir}: the run finished without a score ({score.status})")
     return CollectionScore(
