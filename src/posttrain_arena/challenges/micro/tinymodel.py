@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from posttrain_arena.agents.model import SYSTEM_PROMPT, TOOLS
 from posttrain_arena.challenges.micro.families import ALL_FAMILIES
 
 IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
@@ -85,27 +86,9 @@ class TinyModelSpec(BaseModel):
     seed: int = Field(default=0, description="Seed of the random initialisation")
 
 
-def _agent_format() -> tuple[str, list[dict[str, Any]]]:
-    """The model agent's system prompt and tool schemas (what every prompt starts with)."""
-    try:
-        from posttrain_arena.agents.model import SYSTEM_PROMPT, TOOLS  # type: ignore[attr-defined]
-
-        return str(SYSTEM_PROMPT), list(TOOLS)
-    except ImportError:  # the agent module is optional for building the tokenizer
-        return "You are an agent in a Linux shell. Use the bash tool, then call submit.", [
-            {"type": "function", "function": {
-                "name": "bash", "description": "Run a bash command",
-                "parameters": {"type": "object", "properties": {
-                    "command": {"type": "string"}}, "required": ["command"]}}},
-            {"type": "function", "function": {
-                "name": "submit", "description": "Finish the task",
-                "parameters": {"type": "object", "properties": {}}}},
-        ]
-
-
 def tokenizer_corpus(seed: int = 0, per_family: int = 60) -> list[str]:
     """Text the tokenizer learns its merges from: the agent format and family instances."""
-    system, tools = _agent_format()
+    system, tools = SYSTEM_PROMPT, TOOLS
     rng = random.Random(seed)
     texts = [system, CHAT_TEMPLATE, *(json.dumps(t) for t in tools)]
     for fam in ALL_FAMILIES:
