@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.empty import EmptyAgent
+from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.trial.onecall import split_output, unpack_logs
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner
