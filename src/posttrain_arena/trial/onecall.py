@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from posttrain_arena.sandbox.base import Session
 from posttrain_arena.trial import shared
 from posttrain_arena.trial.state import StateReport, state_archive
-from posttrain_arena.trial.verifier import LOGS_DIR, VerifierCommand, env_argv
+from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH, VerifierCommand, env_argv
 
 if TYPE_CHECKING:
     from posttrain_arena.trial.lifecycle import Reading, TrialPlan
@@ -40,7 +40,7 @@ MAX_STATE_BYTES = 64 << 20
 
 MAX_LOG_FILE = 64 << 20
 
-_WRAP = r"""
+_WRAP = "PATH=" + PINNED_PATH + r"""
 logs=$1; tok=$2; shift 2
 tar --numeric-owner -xpf - -C / || { echo "$tok:state-failed"; exit 0; }
 "$@"; rc=$?
@@ -51,6 +51,8 @@ fi
 rm -f -- "$t"
 exit $rc
 """
+"""The wrapper's own tools come from the system directories only (which never travel
+with the state); the verifier's command (`env -i ...`) sets its own environment."""
 
 
 def supported(session: Session, report: StateReport) -> bool:
