@@ -175,8 +175,8 @@ def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
     if plan.pooled_logs:
         assert plan.pool is not None
         session = plan.pool.take(plan.image, limits, plan.labels("verifier"), mounts=mounts,
-                                 role="verifier", prepare=lambda s: clear_roots(s, roots,
-                                                                                logs=LOGS_DIR))
+                                 role="verifier",
+                                 prepare=lambda s: _prepare_pooled_verifier(s, roots))
     else:
         mounts.append(Mount(source=plan.record.verifier_dir.resolve(), target=LOGS_DIR,
                             read_only=False))
@@ -189,6 +189,13 @@ def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
             raise
     plan.timings["verifier_start"] = time.monotonic() - t0
     return session
+
+
+def _prepare_pooled_verifier(session: Session, roots: list[str]) -> None:
+    """Empty a pooled verifier session's state roots and create its output directory,
+    unless its verification exec will do that itself (`onecall`)."""
+    if not onecall.takes_stdin(session):
+        clear_roots(session, roots, logs=LOGS_DIR)
 
 
 def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
@@ -271,17 +278,18 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     command = build_command(plan.task.verifier_kind, verifier_dir=VERIFIER_MOUNT,
                             harness_dir=HARNESS_DIR, workdir=plan.workdir,
                             base_env=dict(plan.image.env), isolate_site=False)
-    if plan.pooled_logs and onecall.supported(vsession, report):
-        plan.timings["state_copy"] = time.monotonic() - t0
-        reading = onecall.verify_with_state(plan, vsession, command, report,
-                                            plan.record.verifier_dir)
-        if reading is not None:
-            return reading
-        # nothing ran: start over from emptied roots and output directory
-        vsession.exec(["rm", "-rf", "--", LOGS_DIR], timeout=60, user="root",
-                      workdir=plan.harness_cwd)
+    if plan.pooled_logs and onecall.takes_stdin(vsession):  # not prepared by the pool
+        if onecall.supported(vsession, report):
+            plan.timings["state_copy"] = time.monotonic() - t0
+            reading = onecall.verify_with_state(plan, vsession, command, report, roots,
+                                                plan.record.verifier_dir)
+            if reading is not None:
+                return reading
+            # the verifier did not run: start over from emptied roots and output
+            vsession.exec(["rm", "-rf", "--", LOGS_DIR], timeout=60, user="root",
+                          workdir=plan.harness_cwd)
+            report.copied.clear()
         clear_roots(vsession, roots, logs=LOGS_DIR)
-        report.copied.clear()
     put_state(vsession, report)
     plan.timings["state_copy"] = time.monotonic() - t0
     return run_verifier(plan, vsession, command, plan.record.verifier_dir,

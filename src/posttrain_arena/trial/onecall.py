@@ -6,7 +6,7 @@ out (an archive download); each archive call costs the engine a helper process. 
 the verifier's session takes stdin (`accepts_stdin`, the docker backend), one exec does
 all three with the pristine image's own `/bin/sh`, `tar` and `base64`:
 
-    tar -x < state  ──▶  env -i ... verifier  ──▶  base64 of a tar of /logs/verifier
+    empty the roots, tar -x < state  ──▶  env -i ... verifier  ──▶  base64 tar of the output
 
 The output archive follows the verifier's stdout between two lines carrying a random
 token; it is unpacked on the host keeping only top-level regular files, as
@@ -41,8 +41,16 @@ MAX_STATE_BYTES = 64 << 20
 MAX_LOG_FILE = 64 << 20
 
 _WRAP = "PATH=" + PINNED_PATH + r"""
-logs=$1; tok=$2; shift 2
-tar --numeric-owner -xpf - -C / || { echo "$tok:state-failed"; exit 0; }
+logs=$1; tok=$2; n=$3; shift 3
+fail() { echo "$tok:state-failed"; exit 0; }
+while [ "$n" -gt 0 ]; do
+  p=$1; shift; n=$((n - 1))
+  if [ -d "$p" ] && [ ! -L "$p" ]; then
+    find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || fail
+  else rm -rf -- "$p" || fail; fi
+done
+rm -rf -- "$logs" && mkdir -p -m 0755 -- "$logs" || fail
+tar --numeric-owner -xpf - -C / || fail
 "$@"; rc=$?
 t=/tmp/.arena-logs-$tok.tar
 if [ -d "$logs" ] && [ ! -L "$logs" ] && tar -cf "$t" -C "$logs" . 2>/dev/null; then
@@ -55,22 +63,29 @@ exit $rc
 with the state); the verifier's command (`env -i ...`) sets its own environment."""
 
 
+def takes_stdin(session: Session) -> bool:
+    """Whether `session` can take input through exec's stdin (then a pooled verifier
+    session is not prepared ahead: the one exec empties its roots itself)."""
+    return bool(getattr(session, "accepts_stdin", False))
+
+
 def supported(session: Session, report: StateReport) -> bool:
     """Whether `session` can take the state through stdin, and the state is small."""
-    return bool(getattr(session, "accepts_stdin", False)) and \
-        report.kbytes * 1024 <= MAX_STATE_BYTES
+    return takes_stdin(session) and report.kbytes * 1024 <= MAX_STATE_BYTES
 
 
 def verify_with_state(plan: TrialPlan, session: Session, command: VerifierCommand,
-                      report: StateReport, logs: Path) -> Reading | None:
-    """Bring the state in, run the verifier and read its output in one exec. None when
-    the state could not be restored this way (nothing ran; the caller goes the plain
-    way after clearing the roots again)."""
+                      report: StateReport, roots: list[str], logs: Path) -> Reading | None:
+    """Empty the state roots and the output directory of the pristine `session`, bring
+    the state in, run the verifier and read its output, in one exec. None when the
+    state could not be restored this way (the verifier did not run; the caller goes the
+    plain way after clearing the roots again)."""
     from posttrain_arena.trial.lifecycle import read_verifier
 
     token = secrets.token_hex(12)
     timeout = plan.task.frontmatter.verifier.timeout_sec
-    argv = ["/bin/sh", "-c", _WRAP, "arena-verify", LOGS_DIR, token, *env_argv(command)]
+    argv = ["/bin/sh", "-c", _WRAP, "arena-verify", LOGS_DIR, token, str(len(roots)), *roots,
+            *env_argv(command)]
     runner: Any = session  # exec's stdin= is this backend's extension
     result = runner.exec(argv, timeout=timeout, workdir=command.workdir, user="root",
                          stdin=state_archive(report))
