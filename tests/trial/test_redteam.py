@@ -9,6 +9,7 @@ outcome recorded. No test sends traffic anywhere: the network check only reads
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,10 @@ from posttrain_arena.trial.runner import TrialRunner
 from .taskkit import make_task
 
 Factory = Callable[..., TrialRunner]
+
+# A per-process marker in the processes attacks leave behind: pytest-xdist workers run
+# red-team tests side by side, and each must look only for its own leftovers.
+MARK = str(20000 + os.getpid() % 40000)
 
 FAKE_REWARD = (
     "mkdir -p /logs/verifier; echo 1.0 > /logs/verifier/reward.txt; "
@@ -97,7 +102,7 @@ done
 echo done
 """,
     "background-tamper": f"""
-cat > /tmp/tamper.sh <<'SH'
+cat > /tmp/tamper-{MARK}.sh <<'SH'
 for i in $(seq 1 200); do
   {FAKE_REWARD}
   cp /tmp/guess "$BENCHFLOW_WORKSPACE/answer.txt" 2>/dev/null
@@ -105,8 +110,8 @@ for i in $(seq 1 200); do
 done
 SH
 echo guess > /tmp/guess
-nohup setsid bash /tmp/tamper.sh >/dev/null 2>&1 &
-(sleep 1; bash /tmp/tamper.sh) >/dev/null 2>&1 &
+nohup setsid bash /tmp/tamper-{MARK}.sh >/dev/null 2>&1 &
+(sleep 1; bash /tmp/tamper-{MARK}.sh) >/dev/null 2>&1 &
 disown -a
 echo left-behind
 """,
@@ -136,7 +141,7 @@ for _ in range(400):
         break
     if pid == 0:
         try:
-            os.execvp("sleep", ["sleep", "31337"])
+            os.execvp("sleep", ["sleep", "{MARK}"])
         finally:
             os._exit(0)
     n += 1
@@ -144,6 +149,7 @@ print(f"started={n}", flush=True)
 PY
 """,
 }
+ATTACKS = {name: body.replace("{MARK}", MARK) for name, body in ATTACKS.items()}
 
 
 @pytest.fixture
@@ -174,7 +180,8 @@ def _assert_contained(empty: TrialResult, attack: TrialResult, canary: Path) -> 
     else:
         assert attack.reward is None
     assert canary.read_text() == "untouched\n"
-    leftovers = subprocess.run(["pgrep", "-f", "sleep 31337|tamper.sh"], capture_output=True)
+    leftovers = subprocess.run(["pgrep", "-f", f"sleep {MARK}|tamper-{MARK}.sh"],
+                               capture_output=True)
     assert leftovers.stdout.strip() == b"", "an agent process outlived its trial"
 
 
@@ -224,7 +231,7 @@ def test_sleeping_past_the_deadline_is_a_timeout(
 ) -> None:
     task = make_task(tmp_path / "task")
     script = tmp_path / "sleep.sh"
-    script.write_text(f"{FAKE_REWARD}\n(sleep 31337 &)\nsleep 31337\n")
+    script.write_text(f"{FAKE_REWARD}\n(sleep {MARK} &)\nsleep {MARK}\n")
     runner = runner_factory(backend_name)
     empty = runner.run(task, EmptyAgent())
     result = runner.run(task, ScriptAgent(script), agent_timeout=3)
