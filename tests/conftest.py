@@ -11,6 +11,9 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +76,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if strict:
             pytest.fail(f"ARENA_REQUIRE_ALL_BACKENDS=1 but {missing}", pytrace=False)
         pytest.skip(missing)
+
+
+@pytest.fixture(scope="session")
+def arena_cache_dir() -> Iterator[Path]:
+    """A private ARENA_CACHE_DIR (local images, harness bundle, locks) for this session,
+    so tests never touch, or depend on, the user's cache."""
+    old = os.environ.get("ARENA_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="arena-tests-") as tmp:
+        os.environ["ARENA_CACHE_DIR"] = tmp
+        yield Path(tmp)
+    if old is None:
+        os.environ.pop("ARENA_CACHE_DIR", None)
+    else:
+        os.environ["ARENA_CACHE_DIR"] = old

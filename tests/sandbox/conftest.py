@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,16 +31,9 @@ def write_context(root: Path, dockerfile: str, files: dict[str, str] | None = No
 
 
 @pytest.fixture(scope="session")
-def _cache_dir() -> Iterator[Path]:
-    """Local images and locks go to a private cache, not the user's."""
-    old = os.environ.get("ARENA_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="arena-sandbox-tests-") as tmp:
-        os.environ["ARENA_CACHE_DIR"] = tmp
-        yield Path(tmp)
-    if old is None:
-        os.environ.pop("ARENA_CACHE_DIR", None)
-    else:
-        os.environ["ARENA_CACHE_DIR"] = old
+def _cache_dir(arena_cache_dir: Path) -> Path:
+    """The session's private cache (see tests/conftest.py)."""
+    return arena_cache_dir
 
 
 @pytest.fixture(params=BACKENDS)

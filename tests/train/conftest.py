@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,13 +16,6 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def train_cache() -> Iterator[Path]:
-    """Local images and the harness bundle go to a private cache."""
-    old = os.environ.get("ARENA_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="arena-train-tests-") as tmp:
-        os.environ["ARENA_CACHE_DIR"] = tmp
-        yield Path(tmp)
-    if old is None:
-        os.environ.pop("ARENA_CACHE_DIR", None)
-    else:
-        os.environ["ARENA_CACHE_DIR"] = old
+def train_cache(arena_cache_dir: Path) -> Path:
+    """The session's private cache (see tests/conftest.py)."""
+    return arena_cache_dir

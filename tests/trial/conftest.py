@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,16 +19,9 @@ BACKENDS = [
 
 
 @pytest.fixture(scope="session")
-def trial_cache() -> Iterator[Path]:
-    """Local images, the harness bundle and locks go to a private cache."""
-    old = os.environ.get("ARENA_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="arena-trial-tests-") as tmp:
-        os.environ["ARENA_CACHE_DIR"] = tmp
-        yield Path(tmp)
-    if old is None:
-        os.environ.pop("ARENA_CACHE_DIR", None)
-    else:
-        os.environ["ARENA_CACHE_DIR"] = old
+def trial_cache(arena_cache_dir: Path) -> Path:
+    """The session's private cache (see tests/conftest.py)."""
+    return arena_cache_dir
 
 
 @pytest.fixture(params=BACKENDS)
