@@ -44,8 +44,9 @@ def _register_all() -> None:
             app.add_typer(group, name=name)
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
     if version:
@@ -53,6 +54,9 @@ def _root(
 
         typer.echo(__version__)
         raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(2)
 
 
 _register_all()
