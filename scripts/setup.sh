@@ -2,18 +2,23 @@
 # Idempotent set-up on a fresh Debian machine: system packages, a virtual environment
 # with the CPU build of torch, and the project with all extras. Safe to run again.
 #   scripts/setup.sh            python environment only
-#   scripts/setup.sh --system   also Docker, bubblewrap, debootstrap, PostgreSQL, Chromium
+#   scripts/setup.sh --sandbox  also what the local sandbox needs (bubblewrap, Debian's
+#                               python3 with pytest): enough for `arena demo`
+#   scripts/setup.sh --system   also Docker, debootstrap, PostgreSQL, Chromium (the tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [[ "${1:-}" == "--system" ]]; then
+mode=${1:-}
+if [[ "$mode" == "--system" || "$mode" == "--sandbox" ]]; then
   need=()
-  command -v dockerd >/dev/null || need+=(docker.io)
   command -v bwrap >/dev/null || need+=(bubblewrap)
-  command -v debootstrap >/dev/null || need+=(debootstrap)
-  [[ -x /usr/lib/postgresql/15/bin/postgres ]] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
-  command -v chromium >/dev/null || need+=(chromium)
-  /usr/bin/python3 -c "import pytest" 2>/dev/null || need+=(python3-pytest)
+  /usr/bin/python3 -c "import pytest" 2>/dev/null || need+=(python3 python3-pytest)
+  if [[ "$mode" == "--system" ]]; then
+    command -v dockerd >/dev/null || need+=(docker.io)
+    command -v debootstrap >/dev/null || need+=(debootstrap)
+    ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+    command -v chromium >/dev/null || need+=(chromium)
+  fi
   if ((${#need[@]})); then
     echo "setup: installing ${need[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
