@@ -183,3 +183,45 @@ def test_odd_task_folder_names(tmp_path: Path) -> None:
     got = {(Path(f.path).name, f.severity.value) for f in report.findings
            if f.code == "task-name"}
     assert got == {("with space", "warning"), ("bell\x07", "error")}
+
+
+def _with_problems(root: Path) -> Path:
+    """Spread errors and warnings over the collection so the reports differ per task."""
+    envs = root / "envs"
+    (envs / "task-003" / "oracle" / "solve.sh").unlink()
+    (envs / "task-031" / "task.md").write_text("---\nversion: [\n---\n", encoding="utf-8")
+    shutil.copytree(envs / "task-010", envs / "task-099-copy")
+    return root
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_checking_in_several_processes_reports_the_same(tmp_path: Path, jobs: int) -> None:
+    root = _with_problems(write_collection(tmp_path / "c", 80))
+    one = check_collection(root, jobs=1)
+    many = check_collection(root, jobs=jobs)
+    assert not one.ok and {"oracle", "yaml", "duplicate"} <= error_codes(one)
+    assert many.to_json() == one.to_json()
+    assert [t.name for t in many.tasks] == [t.name for t in one.tasks]
+
+
+def test_a_worker_that_fails_costs_time_not_reports(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that cannot send its reports exits non-zero; the parent redoes its share."""
+    import pickle
+
+    import posttrain_arena.spec.collection as module
+
+    root = _with_problems(write_collection(tmp_path / "c", 60))
+    expected = check_collection(root, jobs=1).to_json()
+
+    class BrokenPickle:
+        UnpicklingError = pickle.UnpicklingError
+        HIGHEST_PROTOCOL = pickle.HIGHEST_PROTOCOL
+        loads = staticmethod(pickle.loads)
+
+        @staticmethod
+        def dumps(*_args: object, **_kwargs: object) -> bytes:
+            raise RuntimeError("cannot send")
+
+    monkeypatch.setattr(module, "pickle", BrokenPickle)
+    assert check_collection(root, jobs=2).to_json() == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -18,6 +19,8 @@ def register(app: typer.Typer) -> None:
 def check(
     directory: Path = typer.Argument(..., help="Collection folder (submission.yaml, envs/)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0,
+                             help="Processes checking packages; 0 means one per CPU core."),
 ) -> None:
     """Check a collection's manifest and every package in it; runs none of their code.
 
@@ -26,7 +29,9 @@ def check(
     from posttrain_arena.cli.task import print_findings
     from posttrain_arena.spec.collection import check_collection
 
-    report = check_collection(directory)
+    if jobs == 0:
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    report = check_collection(directory, jobs=jobs)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
         raise typer.Exit(0 if report.ok else 1)

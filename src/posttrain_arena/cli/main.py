@@ -2,25 +2,23 @@
 
 Each area registers its commands from its own module (`cli/<area>.py`, a `register(app)`
 function). Those modules import heavy libraries lazily, inside the command functions, so
-that `arena --help` and `arena task check` start fast.
+that `arena --help` and `arena task check` start fast. The console script goes further:
+`arena NAME ...` imports and mounts only the areas that define NAME (COMMAND_AREAS), so
+typer builds one branch of the command tree, not all of it. `app`, the fully registered
+root, is what tests and `python -m` use.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
 
-app = typer.Typer(
-    name="arena",
-    help="PostTrain Arena: measure what language models learn from task environments.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-
 # Order is the order of `arena --help`.
-_AREAS = (
+AREAS = (
     "task",
     "collection",
     "replay",
@@ -32,19 +30,34 @@ _AREAS = (
     "client",
 )
 
+#: The areas that define each top-level command. A name that is missing here (a typo,
+#: `--help`) gets every area. tests/cli/test_cli_root.py proves the table complete.
+COMMAND_AREAS: dict[str, tuple[str, ...]] = {
+    "task": ("task", "replay"),
+    "collection": ("collection", "replay"),
+    "sandbox": ("sandbox",),
+    "images": ("sandbox",),
+    "eval": ("evaluate",),
+    "compare": ("evaluate",),
+    "train": ("train",),
+    "demo": ("demo",),
+    "serve": ("service",),
+    "worker": ("service",),
+    "admin": ("service",),
+    "challenges": ("client",),
+    "validate": ("client",),
+    "submit": ("client",),
+    "run": ("client",),
+    "runs": ("client",),
+    "cancel": ("client",),
+    "review": ("client",),
+    "leaderboard": ("client",),
+    "budget": ("client",),
+    "result": ("client",),
+    "board": ("client",),
+}
 
-def _register_all() -> None:
-    from posttrain_arena.cli.groups import GROUPS
 
-    for area in _AREAS:
-        module = importlib.import_module(f"posttrain_arena.cli.{area}")
-        module.register(app)
-    for name, group in GROUPS.items():
-        if group.registered_commands or group.registered_groups:
-            app.add_typer(group, name=name)
-
-
-@app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
@@ -59,12 +72,49 @@ def _root(
         raise typer.Exit(2)
 
 
-_register_all()
+def build_app(areas: Sequence[str] = AREAS) -> typer.Typer:
+    """A root `arena` app with the commands of `areas` mounted."""
+    from posttrain_arena.cli.groups import GROUPS
+
+    root = typer.Typer(
+        name="arena",
+        help="PostTrain Arena: measure what language models learn from task environments.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+    )
+    root.callback(invoke_without_command=True)(_root)
+    for area in AREAS:  # in help order, whatever order `areas` came in
+        if area in areas:
+            importlib.import_module(f"posttrain_arena.cli.{area}").register(root)
+    for name, group in GROUPS.items():
+        if group.registered_commands or group.registered_groups:
+            root.add_typer(group, name=name)
+    return root
+
+
+def areas_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """The areas needed to run `arena *argv`: the command's own, else all of them."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return COMMAND_AREAS.get(first, AREAS) if first is not None else AREAS
+
+
+_full_app: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: the root with every area, built on first use."""
+    global _full_app
+    if name == "app":
+        if _full_app is None:
+            _full_app = build_app()
+        return _full_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    build_app(areas_for(sys.argv[1:]))()
 
 
 if __name__ == "__main__":
