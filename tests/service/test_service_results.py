@@ -104,6 +104,14 @@ def test_collect_review_and_rank(
     assert board["rejected"][0]["note"] == "suite leak" and board["pending"] == 0
     listed = arena.call("GET", "/api/challenges/micro/results").json()
     assert {r["status"] for r in listed} == {"accepted", "rejected"}
+    assert board["ranked_total"] == 2
+    pages = [arena.call("GET", "/api/challenges/micro/leaderboard",
+                        params={"limit": 1, "offset": i}).json() for i in (0, 1, 2)]
+    assert [[(e["rank"], e["collection_id"]) for e in p["ranked"]] for p in pages] == [
+        [(1, b)], [(2, a)], []]
+    assert {p["ranked_total"] for p in pages} == {2}
+    assert arena.call("GET", "/api/challenges/micro/leaderboard",
+                      params={"limit": 0}).status_code == 422
 
 
 def test_collect_needs_a_scored_run_with_full_coverage(

@@ -26,6 +26,7 @@ from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.lifecycle import watchdog
 from posttrain_arena.service.migrations import upgrade
+from posttrain_arena.service.readcache import ReadCache
 
 
 def open_database(settings: Settings) -> Database:
@@ -67,6 +68,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         if settings.watchdog_interval_sec > 0:
             task = asyncio.create_task(_watchdog_loop(app.state.db, settings))
         yield
+        app.state.read_cache.close()
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -81,6 +83,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     )
     app.state.settings = settings
     app.state.db = db or open_database(settings)
+    app.state.read_cache = ReadCache(app.state.db)
     app.state.external_checker = external_checker(settings.external_auth,
                                                   settings.external_auth_url)
 

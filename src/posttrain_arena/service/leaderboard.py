@@ -3,21 +3,15 @@
 The interval is the run's own paired 95% interval when a collection has one accepted run,
 and a t-interval of the mean over runs when it has several. Rejected results stay
 visible, unranked. Aggregation happens in SQL (sum and sum of squares), so the cost is
-one grouped query however many runs there are.
-
-Results and reviews are append-only, so the pair (count, max id) of a challenge's
-results and of all reviews changes whenever the leaderboard can change. Reads check that
-version with one indexed query and reuse the computed board (and its JSON) otherwise:
-exact across server processes, with no time-based staleness.
+one grouped query however many runs there are. The API serves it through the read
+cache (readcache.py), which recomputes it only after the data changed.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from posttrain_arena.service.challenges import get_challenge
@@ -40,48 +34,14 @@ def t975(df: int) -> float:
     return _T975[df - 1] if 1 <= df <= len(_T975) else 1.960
 
 
-_CACHE_SIZE = 64
-_cache: OrderedDict[tuple[str, int, object], tuple[tuple[object, ...], Leaderboard, bytes]] = (
-    OrderedDict()
-)
-_lock = threading.Lock()
-
-
-def _version(session: Session, challenge_id: int) -> tuple[object, ...]:
-    mine = Result.challenge_id == challenge_id
-    row = session.execute(select(
-        select(func.count(Result.id)).where(mine).scalar_subquery(),
-        select(func.max(Result.id)).where(mine).scalar_subquery(),
-        select(func.count(Review.id)).scalar_subquery(),
-        select(func.max(Review.id)).scalar_subquery(),
-    )).one()
-    return tuple(row)
-
-
-def leaderboard_cached(session: Session, challenge: str) -> tuple[Leaderboard, bytes]:
-    """The leaderboard and its JSON, recomputed only when results or reviews changed."""
-    ch = get_challenge(session, challenge)
-    bind = session.get_bind()
-    url = bind.url if isinstance(bind, Engine) else bind.engine.url
-    key = (str(url), ch.id, ch.created_at)
-    version = _version(session, ch.id)
-    with _lock:
-        hit = _cache.get(key)
-    if hit is not None and hit[0] == version:
-        return hit[1], hit[2]
-    board = _compute(session, ch)
-    data = board.model_dump_json().encode()
-    with _lock:
-        _cache[key] = (version, board, data)
-        _cache.move_to_end(key)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return board, data
-
-
-def leaderboard(session: Session, challenge: str) -> Leaderboard:
-    """The leaderboard of one challenge."""
-    return leaderboard_cached(session, challenge)[0]
+def leaderboard(session: Session, challenge: str, limit: int | None = None,
+                offset: int = 0) -> Leaderboard:
+    """The leaderboard of one challenge (by slug or id); ranked entries from `offset`,
+    at most `limit` of them (all when None). Ranks count from the top of the board."""
+    board = _compute(session, get_challenge(session, challenge))
+    end = None if limit is None else offset + limit
+    board.ranked = board.ranked[offset:end]
+    return board
 
 
 def _compute(session: Session, ch: Challenge) -> Leaderboard:
@@ -126,4 +86,5 @@ def _compute(session: Session, ch: Challenge) -> Leaderboard:
         select(func.count(Result.id)).outerjoin(Review, Review.result_id == Result.id)
         .where(Result.challenge_id == ch.id, Review.id.is_(None))
     ) or 0
-    return Leaderboard(challenge=ch.slug, ranked=entries, rejected=rejected, pending=pending)
+    return Leaderboard(challenge=ch.slug, ranked=entries, ranked_total=len(entries),
+                       rejected=rejected, pending=pending)

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -171,6 +172,17 @@ class Budget(Base):
     reserved: Mapped[float] = mapped_column(Float, default=0.0)
     spent: Mapped[float] = mapped_column(Float, default=0.0)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DataVersion(Base):
+    """One counter (row id 1) that database triggers raise with every committed change
+    to challenges, collections, runs, results or reviews (migration 0002). A reader that
+    sees the same value as before knows those tables are as they were (readcache.py)."""
+
+    __tablename__ = "data_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class Thread(Base):

@@ -246,8 +246,11 @@ class RejectedEntry(BaseModel):
 
 class Leaderboard(BaseModel):
     challenge: str = Field(description="Challenge slug")
-    ranked: list[LeaderboardEntry] = Field(description="Ranked by mean change, best first")
-    rejected: list[RejectedEntry] = Field(description="Rejected results: visible, unranked")
+    ranked: list[LeaderboardEntry] = Field(
+        description="Ranked by mean change, best first: the page asked for (limit, offset)")
+    ranked_total: int = Field(description="Ranked collections in all, over every page")
+    rejected: list[RejectedEntry] = Field(
+        description="Rejected results, newest first (at most 200): visible, unranked")
     pending: int = Field(description="Results waiting for review")
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from posttrain_arena.service import challenges as svc
 from posttrain_arena.service.api.deps import DbDep, PrincipalDep
-from posttrain_arena.service.leaderboard import leaderboard_cached
+from posttrain_arena.service.db import Database
+from posttrain_arena.service.leaderboard import leaderboard
 from posttrain_arena.service.results import list_results
 from posttrain_arena.service.schemas import (
     ChallengeCreate,
@@ -49,10 +50,20 @@ def set_health(ref: str, body: HealthUpdate, principal: PrincipalDep, db: DbDep
 
 
 @router.get("/{ref}/leaderboard", response_model=Leaderboard)
-def get_leaderboard(ref: str, db: DbDep) -> Response:
+async def get_leaderboard(
+    ref: str, request: Request,
+    limit: int = Query(100, ge=1, le=1000, description="Ranked entries per page"),
+    offset: int = Query(0, ge=0, description="Ranked entries to skip, best first"),
+) -> Response:
     """Collections ranked by mean change over accepted runs; rejected ones unranked."""
-    with db.read() as s:
-        _, data = leaderboard_cached(s, ref)
+    db: Database = request.app.state.db
+
+    def compute() -> bytes:
+        with db.read() as s:
+            return leaderboard(s, ref, limit, offset).model_dump_json().encode()
+
+    key = ("leaderboard", ref, limit, offset)
+    data = await request.app.state.read_cache.get(key, compute)
     return Response(data, media_type="application/json")
 
 

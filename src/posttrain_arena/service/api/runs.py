@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from posttrain_arena.service import results as results_svc
 from posttrain_arena.service import runs as svc
 from posttrain_arena.service.api.deps import DbDep, PrincipalDep
+from posttrain_arena.service.db import Database
 from posttrain_arena.service.models import Run
 from posttrain_arena.service.schemas import (
     Preflight,
@@ -41,14 +42,25 @@ def launch(body: RunRequest, principal: PrincipalDep, db: DbDep, response: Respo
 
 
 @router.get("", response_model=RunList)
-def list_runs(db: DbDep, challenge: str | None = None, collection_id: int | None = None,
-              state: RunState | None = None, limit: int = 50, offset: int = 0) -> Response:
+async def list_runs(
+    request: Request, challenge: str | None = None, collection_id: int | None = None,
+    state: RunState | None = None,
+    limit: int = Query(50, ge=1, description="Page size (at most 500)"),
+    offset: int = Query(0, ge=0, description="Runs to skip, newest first"),
+) -> Response:
     """Runs, newest first."""
-    with db.read() as s:
-        rows, total = svc.list_runs(s, challenge, collection_id, state, min(limit, 500), offset)
-    page = RunList(items=[RunOut.model_validate(r) for r in rows], total=total)
-    # Serialized once here; the model above already validated it.
-    return Response(page.model_dump_json(), media_type="application/json")
+    db: Database = request.app.state.db
+    limit = min(limit, 500)
+
+    def compute() -> bytes:
+        with db.read() as s:
+            rows, total = svc.list_runs(s, challenge, collection_id, state, limit, offset)
+            page = RunList(items=[RunOut.model_validate(r) for r in rows], total=total)
+        return page.model_dump_json().encode()
+
+    key = ("runs", challenge, collection_id, state, limit, offset)
+    data = await request.app.state.read_cache.get(key, compute)
+    return Response(data, media_type="application/json")
 
 
 @router.get("/{run_id}", response_model=RunOut)

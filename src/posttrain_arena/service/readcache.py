@@ -1,0 +1,141 @@
+"""Hot reads served from memory while the data they were computed from is unchanged.
+
+Leaderboards and run lists are read far more often than the tables behind them change.
+Each server process keeps the JSON of recent reads, keyed by what was asked, together
+with the database's data version (models.DataVersion: one counter that triggers raise
+with every committed change to challenges, collections, runs, results or reviews). A read
+first fetches that counter, one primary-key row, on a connection this cache keeps for
+itself; when it matches, the stored bytes are the answer. Otherwise the read is computed
+in a worker thread from a fresh session and stored under the counter seen *before*
+computing, so data newer than its label is only ever recomputed, never served stale.
+
+This is exact across server processes and workers: a client that wrote and then reads,
+through any process, sees its write. Nothing expires by time.
+
+The counter is fetched on the event loop's thread: one indexed row on an open connection
+costs less than handing the request to a thread, and the threads are kept for the work
+that needs them (computing on a miss, opening the connection, every other endpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from posttrain_arena.service.db import Database
+
+_VERSION_SQL = "SELECT version FROM data_version WHERE id = 1"
+
+
+class ReadCache:
+    """A bounded, versioned store of serialized reads for one server process."""
+
+    def __init__(self, db: Database, max_entries: int = 512):
+        self._db = db
+        self._max = max_entries
+        self._entries: OrderedDict[Hashable, tuple[int, bytes]] = OrderedDict()
+        self._lock = threading.Lock()  # entries and the connection; held for microseconds
+        self._conn: Any = None  # a DBAPI connection of our own, in autocommit mode
+        # computations under way, by (key, version); touched only on the event loop
+        self._inflight: dict[tuple[Hashable, int], asyncio.Future[bytes]] = {}
+        self.hits = 0
+        self.misses = 0
+        self.shared = 0  # misses that waited for another request's computation
+
+    async def get(self, key: Hashable, compute: Callable[[], bytes]) -> bytes:
+        """The bytes stored for `key` if the data is unchanged, else `compute()`'s
+        (run in a worker thread) stored for next time. Errors are not stored.
+
+        Requests that miss on the same key and version while it is being computed wait
+        for that one computation instead of each starting their own."""
+        version = await self.version()
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] == version:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return hit[1]
+        flight = (key, version)
+        pending = self._inflight.get(flight)
+        if pending is not None:
+            self.shared += 1
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this request was canceled, not the computation
+                return await self.get(key, compute)  # its request went away: redo it
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._inflight[flight] = future
+        try:
+            data = await run_in_threadpool(compute)
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters, if any, raise it themselves
+            raise
+        except BaseException:
+            future.cancel()
+            raise
+        finally:
+            del self._inflight[flight]
+        future.set_result(data)
+        with self._lock:
+            self.misses += 1
+            self._entries[key] = (version, data)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        return data
+
+    async def version(self) -> int:
+        """The database's current data version (also proves the database answers)."""
+        if self._conn is None:
+            await run_in_threadpool(self._connect)
+        try:
+            return self._read()
+        except Exception:  # a dropped connection: reconnect once, then let it raise
+            self._drop()
+            await run_in_threadpool(self._connect)
+            return self._read()
+
+    def close(self) -> None:
+        """Close the cache's connection (the app's shutdown)."""
+        self._drop()
+
+    def _connect(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                return
+            conn = self._db.engine.raw_connection()
+            driver: Any = conn.driver_connection
+            if self._db.engine.dialect.name == "postgresql":
+                driver.rollback()  # the pool's ping may have opened a transaction
+                driver.autocommit = True  # each read sees the latest commit; no idle txn
+                with driver.cursor() as cur:  # never hold the event loop for long
+                    cur.execute("SET statement_timeout = '5s'")
+            self._conn = conn
+
+    def _read(self) -> int:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                cur.execute(_VERSION_SQL)
+                row = cur.fetchone()
+            finally:
+                cur.close()
+        if row is None:
+            raise RuntimeError("the data_version row is missing; run the migrations")
+        return int(row[0])
+
+    def _drop(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):  # it is being thrown away anyway
+                conn.invalidate()

@@ -1,0 +1,150 @@
+"""The read cache: hot reads reused while the data is unchanged, and never stale after it.
+
+Every test runs on SQLite and on PostgreSQL (see conftest.database_url)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from posttrain_arena.service.app import create_app
+from posttrain_arena.service.readcache import ReadCache
+
+from .conftest import Arena
+from .test_service_results import scored_run
+
+
+def data_version(arena: Arena) -> int:
+    with arena.db.read() as s:
+        return int(s.execute(text("SELECT version FROM data_version WHERE id = 1")).scalar_one())
+
+
+def cache(arena: Arena) -> ReadCache:
+    app: Any = arena.client.app
+    read_cache: ReadCache = app.state.read_cache
+    return read_cache
+
+
+@pytest.mark.parametrize("table", ["challenges", "collections", "runs", "results", "reviews"])
+def test_every_committed_change_to_a_tracked_table_raises_the_version(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any], table: str) -> None:
+    run_id = scored_run(arena, collection["id"], 5.0)
+    arena.call("POST", f"/api/runs/{run_id}/collect", "author")
+    arena.call("POST", f"/api/runs/{run_id}/review", "editor",
+               json={"decision": "accept", "note": ""})
+    before = data_version(arena)
+    with arena.db.write() as s:  # outside the API, as a person at a psql prompt would
+        s.execute(text(f"UPDATE {table} SET id = id"))
+    assert data_version(arena) > before
+    with arena.db.write() as s:
+        s.execute(text("UPDATE users SET name = name"))  # not tracked: hot reads ignore it
+        s.execute(text("UPDATE budget SET cap = cap"))
+    after = data_version(arena)
+    with arena.db.write() as s:
+        s.execute(text(f"UPDATE {table} SET id = id WHERE id < 0"))  # touches no row
+    assert data_version(arena) == after
+
+
+def test_a_rolled_back_change_leaves_the_version(arena: Arena, challenge: dict[str, Any]) -> None:
+    before = data_version(arena)
+    with pytest.raises(RuntimeError), arena.db.write() as s:
+        s.execute(text("UPDATE challenges SET title = 'x'"))
+        raise RuntimeError("abort")
+    assert data_version(arena) == before
+
+
+def test_hot_reads_are_served_from_memory_until_the_data_changes(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    rc = cache(arena)
+    first = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+    runs = arena.call("GET", "/api/runs").json()
+    misses, hits = rc.misses, rc.hits
+    for _ in range(3):
+        assert arena.call("GET", "/api/challenges/micro/leaderboard").json() == first
+        assert arena.call("GET", "/api/runs").json() == runs
+    assert (rc.misses, rc.hits) == (misses, hits + 6)
+
+    run_id = scored_run(arena, collection["id"], 7.5)  # a write through the API
+    assert arena.call("GET", "/api/runs").json()["total"] == runs["total"] + 1
+    assert arena.call("POST", f"/api/runs/{run_id}/collect", "author").status_code == 201
+    assert arena.call("POST", f"/api/runs/{run_id}/review", "editor",
+                      json={"decision": "accept", "note": ""}).status_code == 200
+    board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+    assert [e["mean_change_pp"] for e in board["ranked"]] == [7.5]
+    assert rc.misses > misses
+
+
+def test_a_write_through_another_process_is_seen_at_once(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    """Two server processes on one database: what one commits, the other's next read has."""
+    other_app = create_app(arena.settings)
+    with TestClient(other_app) as other:
+        assert other.get("/api/runs").json()["total"] == 0
+        assert other.get("/api/runs").json()["total"] == 0  # now from other's memory
+        scored_run(arena, collection["id"], 3.0)  # written through the first app
+        assert other.get("/api/runs").json()["total"] == 1
+        with arena.db.write() as s:  # and a change from outside any server
+            s.execute(text("UPDATE runs SET reason = 'edited by hand'"))
+        assert other.get("/api/runs").json()["items"][0]["reason"] == "edited by hand"
+    other_app.state.db.dispose()
+
+
+def test_distinct_queries_are_cached_apart(arena: Arena, challenge: dict[str, Any],
+                                           collection: dict[str, Any]) -> None:
+    for change in (1.0, 2.0, 3.0):
+        scored_run(arena, collection["id"], change)
+    page1 = arena.call("GET", "/api/runs", params={"limit": 2}).json()
+    page2 = arena.call("GET", "/api/runs", params={"limit": 2, "offset": 2}).json()
+    assert [r["id"] for r in page1["items"]] != [r["id"] for r in page2["items"]]
+    assert len(page1["items"]) == 2 and len(page2["items"]) == 1
+    assert arena.call("GET", "/api/runs", params={"state": "queued"}).json()["total"] == 0
+    assert arena.call("GET", "/api/runs", params={"limit": -1}).status_code == 422
+    assert arena.call("GET", "/api/runs", params={"offset": -5}).status_code == 422
+
+
+def test_errors_are_not_cached(arena: Arena, challenge: dict[str, Any]) -> None:
+    assert arena.call("GET", "/api/challenges/nope/leaderboard").status_code == 404
+    body = dict(challenge, slug="nope")
+    assert arena.call("POST", "/api/challenges", "admin", json=body).status_code == 201
+    assert arena.call("GET", "/api/challenges/nope/leaderboard").status_code == 200
+
+
+def test_a_dropped_connection_is_replaced(arena: Arena) -> None:
+    rc = cache(arena)
+    version = asyncio.run(rc.version())
+    rc._conn.driver_connection.close()  # as if the database restarted under us
+    assert asyncio.run(rc.version()) == version
+    assert arena.call("GET", "/api/health").json()["status"] == "ok"
+
+
+def test_concurrent_misses_share_one_computation(arena: Arena) -> None:
+    rc = ReadCache(arena.db)
+    calls: list[int] = []
+
+    def compute() -> bytes:
+        calls.append(1)
+        time.sleep(0.2)  # long enough for every request below to arrive meanwhile
+        return b"board"
+
+    def failing() -> bytes:
+        calls.append(1)
+        time.sleep(0.2)
+        raise LookupError("no such challenge")
+
+    async def burst() -> tuple[list[bytes], list[BaseException | bytes]]:
+        ok = await asyncio.gather(*(rc.get("k", compute) for _ in range(10)))
+        bad = await asyncio.gather(*(rc.get("bad", failing) for _ in range(5)),
+                                   return_exceptions=True)
+        return list(ok), list(bad)
+
+    ok, bad = asyncio.run(burst())
+    assert ok == [b"board"] * 10
+    assert all(isinstance(e, LookupError) for e in bad)
+    assert len(calls) == 2  # one per key, however many asked
+    assert (rc.misses, rc.shared) == (1, 13)
+    rc.close()
