@@ -11,6 +11,10 @@ machine. Prints p50/p99 latency and requests/s for each endpoint beside a baseli
 measured in the same run: `/api/health` (one `SELECT 1`), the cost of the framework and
 a database round trip. Target: p99 < 50 ms.
 
+The server as shipped: leaderboard and run-list reads come from each process's read
+cache (service/readcache.py) after one data-version lookup; the unreported warm-up run
+lets each process compute each read once, as it would once per change in production.
+
     .venv/bin/python benchmarks/bench_service.py [--seconds 10] [--concurrency 50]
 """
 
