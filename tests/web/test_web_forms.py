@@ -50,8 +50,9 @@ def test_forms_without_the_csrf_token_are_refused(site: Site) -> None:
 
 def test_board_posting_and_rate_limit(site: Site) -> None:
     anon = site.client()
-    assert anon.post("/board/threads", data={"title": "x", "body": "y",
-                                             "csrf": csrf_of(anon)}).status_code == 200
+    refused = anon.post("/board/threads", data={"title": "x", "body": "y",
+                                                "csrf": csrf_of(anon)})
+    assert refused.status_code == 401 and "The thread was not posted" in refused.text
     assert "Sign in" in anon.get("/").text and "x</a>" not in anon.get("/").text
     c = site.client("author")
     first = post(c, "/board/threads", {"title": "Leakage question", "body": "How strict?"})
@@ -61,11 +62,20 @@ def test_board_posting_and_rate_limit(site: Site) -> None:
                  {"body": "It compares prompts."})
     assert "Reply posted." in reply.text and "It compares prompts." in reply.text
     empty = post(c, "/board/threads", {"title": "", "body": "no title"})
-    assert "The thread was not posted" in empty.text
+    assert empty.status_code == 400 and "The thread was not posted" in empty.text
+    assert ">no title</textarea>" in empty.text  # what was typed is still there
     # the limit is 3 posts per window: two were posted, the third fits, the fourth not
     post(c, "/board/threads", {"title": "third", "body": "ok"})
-    limited = post(c, "/board/threads", {"title": "fourth", "body": "too many"})
+    typed = "A long <careful> message\nthat took a while to write"
+    limited = post(c, "/board/threads", {"title": "fourth & last", "body": typed})
+    assert limited.status_code == 429
     assert "flash error" in limited.text and "at most 3 posts per 60s" in limited.text
+    assert 'value="fourth &amp; last"' in limited.text
+    assert ">A long &lt;careful&gt; message\nthat took a while to write</textarea>" in (
+        limited.text)
+    again = post(c, thread_url.replace("http://testserver", "") + "/messages",
+                 {"body": "a reply kept"})
+    assert again.status_code == 429 and ">a reply kept</textarea>" in again.text
     board = site.client().get("/").text
     assert "Leakage question" in board and "fourth" not in board
 

@@ -36,23 +36,35 @@ def _form_problem(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _failure(exc: ValidationError | ServiceError) -> tuple[str, int]:
+    """What went wrong with a post, and the status code the page comes back with."""
+    if isinstance(exc, ValidationError):
+        return _form_problem(exc), 400
+    return exc.message, exc.status_code
+
+
 @router.get("/", response_class=HTMLResponse)
-def board_page(request: Request, viewer: ViewerDep) -> Response:
-    """The board: threads, most recently active first, and a form to open one."""
+def board_page(request: Request, viewer: ViewerDep, status_code: int = 200,
+               error: str | None = None, draft: dict[str, str] | None = None) -> Response:
+    """The board: threads, most recently active first, and a form to open one.
+
+    A post that failed comes back here with its error and the text as typed (`draft`)."""
     with db_of(request).read() as s:
         threads = svc.list_threads(s, limit=100)
         names = user_names(s, (t.author_id for t in threads))
-    return render(request, "board.html", viewer, threads=threads, names=names,
-                  settings=request.app.state.settings)
+    return render(request, "board.html", viewer, status_code, error, threads=threads,
+                  names=names, settings=request.app.state.settings, draft=draft or {})
 
 
 @router.get("/board/{thread_id}", response_class=HTMLResponse)
-def thread_page(thread_id: int, request: Request, viewer: ViewerDep) -> Response:
-    """One thread with its messages and a reply form."""
+def thread_page(thread_id: int, request: Request, viewer: ViewerDep, status_code: int = 200,
+                error: str | None = None, draft: dict[str, str] | None = None) -> Response:
+    """One thread with its messages and a reply form (refilled after a failed reply)."""
     with db_of(request).read() as s:
         thread = svc.thread_detail(s, thread_id)
         names = user_names(s, [thread.author_id])
-    return render(request, "thread.html", viewer, thread=thread, names=names)
+    return render(request, "thread.html", viewer, status_code, error, thread=thread,
+                  names=names, draft=draft or {})
 
 
 @router.post("/board/threads")
@@ -66,10 +78,11 @@ def new_thread(request: Request, viewer: ViewerDep, title: Annotated[str, Form()
         with db_of(request).write() as s:
             thread = svc.create_thread(s, request.app.state.settings, viewer.principal, data)
             thread_id = thread.id
-    except ValidationError as exc:
-        return redirect("/", f"The thread was not posted: {_form_problem(exc)}", "error")
-    except ServiceError as exc:
-        return redirect("/", f"The thread was not posted: {exc.message}", "error")
+    except (ValidationError, ServiceError) as exc:
+        why, status = _failure(exc)
+        return board_page(request, viewer, status, f"The thread was not posted: {why}. "
+                          "Your text is still in the form below.",
+                          {"title": title, "body": body})
     return redirect(f"/board/{thread_id}", "Thread posted.")
 
 
@@ -83,12 +96,12 @@ def reply(thread_id: int, request: Request, viewer: ViewerDep,
         data = MessageCreate(body=body.strip())
         with db_of(request).write() as s:
             svc.post_message(s, request.app.state.settings, viewer.principal, thread_id, data)
-    except ValidationError as exc:
-        return redirect(back, f"The reply was not posted: {_form_problem(exc)}", "error")
-    except ServiceError as exc:
-        if exc.status_code == 404:
+    except (ValidationError, ServiceError) as exc:
+        if isinstance(exc, ServiceError) and exc.status_code == 404:
             raise
-        return redirect(back, f"The reply was not posted: {exc.message}", "error")
+        why, status = _failure(exc)
+        return thread_page(thread_id, request, viewer, status, f"The reply was not posted: "
+                           f"{why}. Your text is still in the form below.", {"body": body})
     return redirect(back, "Reply posted.")
 
 

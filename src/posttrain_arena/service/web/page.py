@@ -156,9 +156,10 @@ def _read_flash(request: Request) -> dict[str, str] | None:
 
 
 def render(request: Request, template: str, viewer: Viewer, status_code: int = 200,
-           **context: Any) -> HTMLResponse:
-    """Render a page template with the viewer, CSRF token and any flash message."""
-    flash = _read_flash(request)
+           error: str | None = None, **context: Any) -> HTMLResponse:
+    """Render a page template with the viewer, CSRF token and any flash message
+    (`error`, when given, is shown as one instead of a saved message)."""
+    flash = {"kind": "error", "msg": error} if error else _read_flash(request)
     if viewer.bad_token and flash is None:
         flash = {"kind": "error", "msg": "Your saved token is no longer valid, so you were "
                  "signed out. Sign in again with a current token."}
