@@ -49,7 +49,7 @@ def test_serve_and_worker_processes(settings: Settings, new_collection: Any,
            "--revision", "r", "--recipe", str(recipe), "--recipe-hash", "sha256:0",
            "--suite-hash", "sha256:1", "--suite-size", "4", "--price-per-hour", "2")
     port = _port()
-    server = subprocess.Popen([*ARENA, "serve", "--port", str(port)], env=env,
+    server = subprocess.Popen([*ARENA, "serve", "--port", str(port), "--workers", "2"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -67,8 +67,14 @@ def test_serve_and_worker_processes(settings: Settings, new_collection: Any,
         run = httpx.post(f"{base}/api/runs", headers=hdr, timeout=60,
                          json={"challenge": "micro", "collection_id": col["id"]}).json()
         assert run["state"] == "queued"
+        for _ in range(6):  # two server processes: each caches the list it computed
+            listed = httpx.get(f"{base}/api/runs", timeout=30).json()
+            assert [(r["id"], r["state"]) for r in listed["items"]] == [(run["id"], "queued")]
         subprocess.run([*ARENA, "worker", "--once"], env=env, timeout=300, check=True,
                        capture_output=True)
+        for _ in range(6):  # and every process sees what the worker committed
+            listed = httpx.get(f"{base}/api/runs", timeout=30).json()
+            assert [(r["id"], r["state"]) for r in listed["items"]] == [(run["id"], "failed")]
         done = httpx.get(f"{base}/api/runs/{run['id']}", timeout=30).json()
         assert done["state"] == "failed", done
         assert done["stages_done"][:2] == ["snapshot", "check"]

@@ -41,17 +41,31 @@ def serve(
     port: int = typer.Option(8000, "--port", help="Port to listen on"),
     data_dir: Path | None = _DATA_DIR,
     database_url: str | None = _DB_URL,
+    workers: int = typer.Option(1, "--workers", min=1,
+                                help="Server processes (one per core suits PostgreSQL)"),
 ) -> None:
     """Run the Arena API (and web pages) with uvicorn; migrates the database first."""
+    import os
+
     import uvicorn
 
     from posttrain_arena.service.app import create_app
 
     settings = _settings(data_dir, database_url)
-    app = create_app(settings)
+    app = create_app(settings)  # migrates once, here, before any worker process starts
     typer.echo(f"arena: serving {settings.resolved_database_url.split('@')[-1]} on "
-               f"http://{host}:{port} (data in {settings.data_dir})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+               f"http://{host}:{port} with {workers} process(es) (data in "
+               f"{settings.data_dir})", err=True)
+    if workers == 1:
+        uvicorn.run(app, host=host, port=port, log_level="info")
+        return
+    app.state.db.dispose()
+    # Worker processes build their own app from the environment: pass the choices on.
+    os.environ["ARENA_DATA_DIR"] = str(settings.data_dir)
+    if settings.database_url:
+        os.environ["ARENA_DATABASE_URL"] = settings.database_url
+    uvicorn.run("posttrain_arena.service.app:create_app", factory=True, host=host,
+                port=port, workers=workers, log_level="info")
 
 
 def worker(
