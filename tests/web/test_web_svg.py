@@ -16,13 +16,15 @@ def _entry(rank: int, name: str, mean: float, lo: float | None, hi: float | None
 
 
 def test_empty_board_draws_nothing() -> None:
-    assert leaderboard_svg(Leaderboard(challenge="c", ranked=[], rejected=[], pending=0)) == ""
+    assert leaderboard_svg(Leaderboard(challenge="c", ranked=[], ranked_total=0, rejected=[],
+                                       pending=0)) == ""
 
 
 def test_rows_are_placed_by_value_and_labels_escaped() -> None:
     board = Leaderboard(
         challenge="c",
         ranked=[_entry(1, "<b>best</b>", 10.0, 4.0, 16.0), _entry(2, "second", 2.0, None, None)],
+        ranked_total=2,
         rejected=[RejectedEntry(result_id=9, run_id=9, collection_id=3, collection_name="bad",
                                 change_pp=-5.0, note="leak")],
         pending=0,
