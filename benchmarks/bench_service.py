@@ -233,8 +233,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=int, default=10, help="Load per endpoint (wrk)")
     ap.add_argument("--warmup", type=int, default=2, help="Unreported load first (wrk)")
-    ap.add_argument("--writes-per-sec", type=int, default=10,
-                    help="Heartbeat commits per second during the last case")
+    ap.add_argument("--writes-per-sec", type=int, default=1,
+                    help="Heartbeat commits per second during the last case (a worker "
+                    "heartbeats every 10 s, so 1/s is ten runs in flight)")
     ap.add_argument("--requests", type=int, default=2000,
                     help="Requests per endpoint (httpx fallback, without wrk)")
     ap.add_argument("--concurrency", type=int, default=50, help="Clients in flight")

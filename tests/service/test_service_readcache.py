@@ -13,15 +13,16 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from posttrain_arena.service.app import create_app
-from posttrain_arena.service.readcache import ReadCache
+from posttrain_arena.service.readcache import TABLES, ReadCache
 
 from .conftest import Arena
 from .test_service_results import scored_run
 
 
-def data_version(arena: Arena) -> int:
+def counters(arena: Arena) -> dict[str, int]:
     with arena.db.read() as s:
-        return int(s.execute(text("SELECT version FROM data_version WHERE id = 1")).scalar_one())
+        row = s.execute(text(f"SELECT {', '.join(TABLES)} FROM data_version WHERE id = 1"))
+        return dict(zip(TABLES, row.one(), strict=True))
 
 
 def cache(arena: Arena) -> ReadCache:
@@ -37,25 +38,27 @@ def test_every_committed_change_to_a_tracked_table_raises_the_version(
     arena.call("POST", f"/api/runs/{run_id}/collect", "author")
     arena.call("POST", f"/api/runs/{run_id}/review", "editor",
                json={"decision": "accept", "note": ""})
-    before = data_version(arena)
+    before = counters(arena)
     with arena.db.write() as s:  # outside the API, as a person at a psql prompt would
         s.execute(text(f"UPDATE {table} SET id = id"))
-    assert data_version(arena) > before
+    after = counters(arena)
+    assert after[table] > before[table]
+    assert {t: v for t, v in after.items() if t != table} == {
+        t: v for t, v in before.items() if t != table}
     with arena.db.write() as s:
         s.execute(text("UPDATE users SET name = name"))  # not tracked: hot reads ignore it
         s.execute(text("UPDATE budget SET cap = cap"))
-    after = data_version(arena)
-    with arena.db.write() as s:
         s.execute(text(f"UPDATE {table} SET id = id WHERE id < 0"))  # touches no row
-    assert data_version(arena) == after
+    assert counters(arena) == after
 
 
-def test_a_rolled_back_change_leaves_the_version(arena: Arena, challenge: dict[str, Any]) -> None:
-    before = data_version(arena)
+def test_a_rolled_back_change_leaves_the_counters(arena: Arena,
+                                                 challenge: dict[str, Any]) -> None:
+    before = counters(arena)
     with pytest.raises(RuntimeError), arena.db.write() as s:
         s.execute(text("UPDATE challenges SET title = 'x'"))
         raise RuntimeError("abort")
-    assert data_version(arena) == before
+    assert counters(arena) == before
 
 
 def test_hot_reads_are_served_from_memory_until_the_data_changes(
@@ -77,6 +80,21 @@ def test_hot_reads_are_served_from_memory_until_the_data_changes(
     board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
     assert [e["mean_change_pp"] for e in board["ranked"]] == [7.5]
     assert rc.misses > misses
+
+
+def test_a_heartbeat_leaves_cached_leaderboards_in_place(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    rc = cache(arena)
+    board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+    runs = arena.call("GET", "/api/runs").json()
+    scored_run(arena, collection["id"], 1.0)
+    with arena.db.write() as s:  # what a worker's heartbeat writes
+        s.execute(text("UPDATE runs SET heartbeat_at = created_at"))
+    misses = rc.misses
+    assert arena.call("GET", "/api/challenges/micro/leaderboard").json() == board
+    assert rc.misses == misses  # served from memory: no table it reads has changed
+    assert arena.call("GET", "/api/runs").json()["total"] == runs["total"] + 1
+    assert rc.misses == misses + 1
 
 
 def test_a_write_through_another_process_is_seen_at_once(
@@ -116,9 +134,9 @@ def test_errors_are_not_cached(arena: Arena, challenge: dict[str, Any]) -> None:
 
 def test_a_dropped_connection_is_replaced(arena: Arena) -> None:
     rc = cache(arena)
-    version = asyncio.run(rc.version())
+    version = asyncio.run(rc.versions())
     rc._conn.driver_connection.close()  # as if the database restarted under us
-    assert asyncio.run(rc.version()) == version
+    assert asyncio.run(rc.versions()) == version
     assert arena.call("GET", "/api/health").json()["status"] == "ok"
 
 
@@ -137,8 +155,8 @@ def test_concurrent_misses_share_one_computation(arena: Arena) -> None:
         raise LookupError("no such challenge")
 
     async def burst() -> tuple[list[bytes], list[BaseException | bytes]]:
-        ok = await asyncio.gather(*(rc.get("k", compute) for _ in range(10)))
-        bad = await asyncio.gather(*(rc.get("bad", failing) for _ in range(5)),
+        ok = await asyncio.gather(*(rc.get("k", ("runs",), compute) for _ in range(10)))
+        bad = await asyncio.gather(*(rc.get("bad", ("runs",), failing) for _ in range(5)),
                                    return_exceptions=True)
         return list(ok), list(bad)
 

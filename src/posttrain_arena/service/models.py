@@ -175,14 +175,18 @@ class Budget(Base):
 
 
 class DataVersion(Base):
-    """One counter (row id 1) that database triggers raise with every committed change
-    to challenges, collections, runs, results or reviews (migration 0002). A reader that
-    sees the same value as before knows those tables are as they were (readcache.py)."""
+    """Change counters (one row, id 1; a column per table) that database triggers raise
+    with every committed change to that table (migration 0002). A reader that sees the
+    same counters as before knows those tables are as they were (readcache.py)."""
 
     __tablename__ = "data_version"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    version: Mapped[int] = mapped_column(BigInteger, default=0)
+    challenges: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    collections: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    runs: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    results: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    reviews: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class Thread(Base):

@@ -2,12 +2,14 @@
 
 Leaderboards and run lists are read far more often than the tables behind them change.
 Each server process keeps the JSON of recent reads, keyed by what was asked, together
-with the database's data version (models.DataVersion: one counter that triggers raise
-with every committed change to challenges, collections, runs, results or reviews). A read
-first fetches that counter, one primary-key row, on a connection this cache keeps for
-itself; when it matches, the stored bytes are the answer. Otherwise the read is computed
-in a worker thread from a fresh session and stored under the counter seen *before*
-computing, so data newer than its label is only ever recomputed, never served stale.
+with the change counters of the tables the read depends on (models.DataVersion: one per
+table, raised by database triggers with every committed change to challenges,
+collections, runs, results or reviews). A read first fetches the counters, one
+primary-key row, on a connection this cache keeps for itself; when its tables' counters
+match, the stored bytes are the answer. Otherwise the read is computed in a worker thread
+from a fresh session and stored under the counters seen *before* computing, so data newer
+than its label is only ever recomputed, never served stale. A run's heartbeat changes
+`runs` only, so it leaves cached leaderboards in place.
 
 This is exact across server processes and workers: a client that wrote and then reads,
 through any process, sees its write. Nothing expires by time.
@@ -30,7 +32,9 @@ from starlette.concurrency import run_in_threadpool
 
 from posttrain_arena.service.db import Database
 
-_VERSION_SQL = "SELECT version FROM data_version WHERE id = 1"
+#: The tables with change counters, in the order `versions()` returns them.
+TABLES = ("challenges", "collections", "runs", "results", "reviews")
+_VERSION_SQL = f"SELECT {', '.join(TABLES)} FROM data_version WHERE id = 1"
 
 
 class ReadCache:
@@ -39,22 +43,25 @@ class ReadCache:
     def __init__(self, db: Database, max_entries: int = 512):
         self._db = db
         self._max = max_entries
-        self._entries: OrderedDict[Hashable, tuple[int, bytes]] = OrderedDict()
+        self._entries: OrderedDict[Hashable, tuple[tuple[int, ...], bytes]] = OrderedDict()
         self._lock = threading.Lock()  # entries and the connection; held for microseconds
         self._conn: Any = None  # a DBAPI connection of our own, in autocommit mode
         # computations under way, by (key, version); touched only on the event loop
-        self._inflight: dict[tuple[Hashable, int], asyncio.Future[bytes]] = {}
+        self._inflight: dict[tuple[Hashable, tuple[int, ...]], asyncio.Future[bytes]] = {}
         self.hits = 0
         self.misses = 0
         self.shared = 0  # misses that waited for another request's computation
 
-    async def get(self, key: Hashable, compute: Callable[[], bytes]) -> bytes:
-        """The bytes stored for `key` if the data is unchanged, else `compute()`'s
-        (run in a worker thread) stored for next time. Errors are not stored.
+    async def get(self, key: Hashable, tables: tuple[str, ...],
+                  compute: Callable[[], bytes]) -> bytes:
+        """The bytes stored for `key` if none of `tables` (what `compute` reads) changed,
+        else `compute()`'s (run in a worker thread) stored for next time. Errors are not
+        stored.
 
         Requests that miss on the same key and version while it is being computed wait
         for that one computation instead of each starting their own."""
-        version = await self.version()
+        counters = await self.versions()
+        version = tuple(counters[TABLES.index(t)] for t in tables)
         with self._lock:
             hit = self._entries.get(key)
             if hit is not None and hit[0] == version:
@@ -70,7 +77,7 @@ class ReadCache:
             except asyncio.CancelledError:
                 if not pending.cancelled():
                     raise  # this request was canceled, not the computation
-                return await self.get(key, compute)  # its request went away: redo it
+                return await self.get(key, tables, compute)  # its request went away
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._inflight[flight] = future
         try:
@@ -93,8 +100,8 @@ class ReadCache:
                 self._entries.popitem(last=False)
         return data
 
-    async def version(self) -> int:
-        """The database's current data version (also proves the database answers)."""
+    async def versions(self) -> tuple[int, ...]:
+        """The tables' change counters, in TABLES order (also proves the database answers)."""
         if self._conn is None:
             await run_in_threadpool(self._connect)
         try:
@@ -121,7 +128,7 @@ class ReadCache:
                     cur.execute("SET statement_timeout = '5s'")
             self._conn = conn
 
-    def _read(self) -> int:
+    def _read(self) -> tuple[int, ...]:
         with self._lock:
             cur = self._conn.cursor()
             try:
@@ -131,7 +138,7 @@ class ReadCache:
                 cur.close()
         if row is None:
             raise RuntimeError("the data_version row is missing; run the migrations")
-        return int(row[0])
+        return tuple(int(v) for v in row)
 
     def _drop(self) -> None:
         with self._lock:

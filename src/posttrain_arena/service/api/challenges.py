@@ -63,7 +63,8 @@ async def get_leaderboard(
             return leaderboard(s, ref, limit, offset).model_dump_json().encode()
 
     key = ("leaderboard", ref, limit, offset)
-    data = await request.app.state.read_cache.get(key, compute)
+    tables = ("challenges", "collections", "results", "reviews")
+    data = await request.app.state.read_cache.get(key, tables, compute)
     return Response(data, media_type="application/json")
 
 

@@ -59,7 +59,7 @@ async def list_runs(
         return page.model_dump_json().encode()
 
     key = ("runs", challenge, collection_id, state, limit, offset)
-    data = await request.app.state.read_cache.get(key, compute)
+    data = await request.app.state.read_cache.get(key, ("challenges", "runs"), compute)
     return Response(data, media_type="application/json")
 
 

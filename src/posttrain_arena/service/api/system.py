@@ -26,8 +26,8 @@ router = APIRouter()
 
 @router.get("/api/health", tags=["system"])
 async def health(request: Request) -> dict[str, str]:
-    """Liveness: the database answers (one indexed row: the data version)."""
-    await request.app.state.read_cache.version()
+    """Liveness: the database answers (one indexed row: the change counters)."""
+    await request.app.state.read_cache.versions()
     return {"status": "ok", "version": __version__}
 
 
