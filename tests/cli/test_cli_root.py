@@ -97,3 +97,21 @@ def test_the_console_script_runs_a_lean_command(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)
     assert typo.returncode == 2
     assert "No such command" in typo.stderr
+
+
+def test_commands_run_with_the_collector_on(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """main() pauses garbage collection while the CLI starts; the command gets it back."""
+    import gc
+
+    from posttrain_arena.cli.main import main
+
+    monkeypatch.setattr(sys, "argv", ["arena", "--version"])
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        assert exit_info.value.code == 0
+        assert capsys.readouterr().out.strip() == __version__
+        assert gc.isenabled()
+    finally:
+        gc.enable()

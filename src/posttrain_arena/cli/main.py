@@ -10,6 +10,7 @@ root, is what tests and `python -m` use.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -62,6 +63,10 @@ def _root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
+    # main() held the collector off while the CLI started; what exists now lives as long
+    # as the process, so move it out of the collector's generations and turn it back on.
+    gc.freeze()
+    gc.enable()
     if version:
         from posttrain_arena import __version__
 
@@ -114,6 +119,10 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Console-script entry point."""
+    # Start-up builds tens of thousands of objects that never die (modules, typer's
+    # commands); collecting while they are made only rescans them. _root turns the
+    # collector back on before any command runs.
+    gc.disable()
     build_app(areas_for(sys.argv[1:]))()
 
 
