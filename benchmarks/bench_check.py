@@ -6,7 +6,7 @@ duplicate check does not fire. The figure is the median wall time of the CLI, be
 references measured in the same run: interpreter start-up, start-up plus a plain
 `os.walk` of the same tree, and a shallow key-presence check of the existing format
 (`shallow_check.py`: frontmatter keys, a prompt heading, FROM, verifier and oracle
-present). The issue's target is the deep check within 2x of such a shallow check,
+present), with libyaml and with `yaml.safe_load` (pure Python). The issue's target is the deep check within 2x of such a shallow check,
 which it puts at about 0.15 s here (so 300 ms); the ratio to the shallow check measured
 in this run is printed as well.
 
@@ -105,6 +105,9 @@ def main() -> None:
              [sys.executable, "-c", f"import os; [x for x in os.walk({str(coll)!r})]"]),
             ("shallow key-presence check",
              [sys.executable, str(REPO / "benchmarks" / "shallow_check.py"), str(coll)]),
+            ("shallow, yaml.safe_load",
+             [sys.executable, str(REPO / "benchmarks" / "shallow_check.py"), "--pure",
+              str(coll)]),
             ("arena collection check", [*arena_command(), "collection", "check", str(coll)]),
             ("arena collection check -j 1",
              [*arena_command(), "collection", "check", "-j", "1", str(coll)]),

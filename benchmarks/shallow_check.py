@@ -7,7 +7,10 @@ present, that the body has a `## prompt` heading, that environment/Dockerfile st
 FROM, and that verifier/test.sh and oracle/solve.sh exist. No types, no line numbers, no
 tree walk, no hashing.
 
-    python benchmarks/shallow_check.py COLLECTION_DIR
+    python benchmarks/shallow_check.py [--pure] COLLECTION_DIR
+
+--pure loads YAML with PyYAML's pure-Python SafeLoader, which is what `yaml.safe_load`
+uses: the call such scripts usually make.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ REQUIRED = {
     "verifier": ("timeout_sec",),
     "environment": ("build_timeout_sec", "cpus", "memory_mb", "storage_mb", "allow_internet"),
 }
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LOADER = yaml.SafeLoader if "--pure" in sys.argv else getattr(yaml, "CSafeLoader",
+                                                                yaml.SafeLoader)
 
 
 def problems(task: str) -> list[str]:
@@ -58,7 +62,7 @@ def problems(task: str) -> list[str]:
 
 
 def main() -> int:
-    envs = os.path.join(sys.argv[1], "envs")
+    envs = os.path.join([a for a in sys.argv[1:] if a != "--pure"][0], "envs")
     bad = 0
     for name in sorted(os.listdir(envs)):
         if name.startswith("_"):
