@@ -6,9 +6,9 @@ duplicate check does not fire. The figure is the median wall time of the CLI, be
 references measured in the same run: interpreter start-up, start-up plus a plain
 `os.walk` of the same tree, and a shallow key-presence check of the existing format
 (`shallow_check.py`: frontmatter keys, a prompt heading, FROM, verifier and oracle
-present), with libyaml and with `yaml.safe_load` (pure Python). The issue's target is the deep check within 2x of such a shallow check,
-which it puts at about 0.15 s here (so 300 ms); the ratio to the shallow check measured
-in this run is printed as well.
+present), with libyaml and with `yaml.safe_load` (pure Python). The issue's target is
+the deep check within 2x of such a shallow check, which it puts at about 0.15 s here
+(so 300 ms); the ratio to the libyaml shallow check measured in this run is printed too.
 
 Children run with bytecode caching on (PYTHONDONTWRITEBYTECODE is dropped from their
 environment) and after a warm-up run, as an installed `arena` runs on a user's machine.

@@ -62,7 +62,7 @@ def problems(task: str) -> list[str]:
 
 
 def main() -> int:
-    envs = os.path.join([a for a in sys.argv[1:] if a != "--pure"][0], "envs")
+    envs = os.path.join(next(a for a in sys.argv[1:] if a != "--pure"), "envs")
     bad = 0
     for name in sorted(os.listdir(envs)):
         if name.startswith("_"):
