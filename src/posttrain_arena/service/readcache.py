@@ -14,9 +14,11 @@ than its label is only ever recomputed, never served stale. A run's heartbeat ch
 This is exact across server processes and workers: a client that wrote and then reads,
 through any process, sees its write. Nothing expires by time.
 
-The counter is fetched on the event loop's thread: one indexed row on an open connection
-costs less than handing the request to a thread, and the threads are kept for the work
-that needs them (computing on a miss, opening the connection, every other endpoint).
+The counters are read on the event loop without a thread hop: on PostgreSQL through an
+asyncio connection, so the loop serves other requests during the round trip and one read
+answers every request that arrived before it was sent (_PgCounters); on SQLite with a
+local read that costs microseconds. Threads are kept for the work that needs them
+(computing on a miss, every other endpoint).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class ReadCache:
         self._entries: OrderedDict[Hashable, tuple[tuple[int, ...], bytes]] = OrderedDict()
         self._lock = threading.Lock()  # entries and the connection; held for microseconds
         self._conn: Any = None  # a DBAPI connection of our own, in autocommit mode
+        # PostgreSQL: read without blocking the event loop (see _PgCounters)
+        self._pg = _PgCounters(db) if db.engine.dialect.name == "postgresql" else None
         # computations under way, by (key, version); touched only on the event loop
         self._inflight: dict[tuple[Hashable, tuple[int, ...]], asyncio.Future[bytes]] = {}
         self.hits = 0
@@ -102,6 +106,8 @@ class ReadCache:
 
     async def versions(self) -> tuple[int, ...]:
         """The tables' change counters, in TABLES order (also proves the database answers)."""
+        if self._pg is not None:
+            return await self._pg.read()
         if self._conn is None:
             await run_in_threadpool(self._connect)
         try:
@@ -114,6 +120,8 @@ class ReadCache:
     def close(self) -> None:
         """Close the cache's connection (the app's shutdown)."""
         self._drop()
+        if self._pg is not None:
+            self._pg.close()
 
     def _connect(self) -> None:
         with self._lock:
@@ -146,3 +154,68 @@ class ReadCache:
         if conn is not None:
             with contextlib.suppress(Exception):  # it is being thrown away anyway
                 conn.invalidate()
+
+
+class _PgCounters:
+    """The counters read from PostgreSQL on an asyncio connection of the cache's own.
+
+    While one read is on the wire the event loop serves other requests, and every request
+    that arrived before a read was sent is answered by that read: it reflects every
+    commit made before it started, hence before the request came. So reads never overlap,
+    and under load one read answers a batch of requests.
+    """
+
+    def __init__(self, db: Database):
+        self._db = db
+        self._conn: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._asked = 0  # requests that asked so far (arrival order)
+        self._answered = 0  # requests up to which the last finished read answers
+        self._result: tuple[int, ...] = ()
+        self._read_task: asyncio.Future[None] | None = None
+        self.reads = 0
+
+    async def read(self) -> tuple[int, ...]:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # first use, or the app now runs on another loop
+            self.close()
+            self._loop, self._asked, self._answered, self._read_task = loop, 0, 0, None
+        self._asked += 1
+        me = self._asked
+        while self._answered < me:
+            if self._read_task is None:
+                self._read_task = asyncio.ensure_future(self._fetch(self._asked))
+            await asyncio.shield(self._read_task)
+        return self._result
+
+    async def _fetch(self, answers: int) -> None:
+        try:
+            try:
+                row = await self._query()
+            except Exception:  # a dropped connection: reconnect once, then let it raise
+                self.close()
+                row = await self._query()
+            if row is None:
+                raise RuntimeError("the data_version row is missing; run the migrations")
+            self._result = tuple(int(v) for v in row)
+            self._answered = answers
+            self.reads += 1
+        finally:
+            self._read_task = None
+
+    async def _query(self) -> Any:
+        import psycopg
+
+        if self._conn is None:
+            cargs, cparams = self._db.engine.dialect.create_connect_args(self._db.engine.url)
+            self._conn = await psycopg.AsyncConnection.connect(*cargs, **cparams,
+                                                               autocommit=True)
+            await self._conn.execute("SET statement_timeout = '5s'")
+        cur = await self._conn.execute(_VERSION_SQL, prepare=True)
+        return await cur.fetchone()
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:  # closing the socket needs no event loop
+            with contextlib.suppress(Exception):
+                conn.pgconn.finish()
