@@ -176,10 +176,10 @@ def test_concurrent_misses_share_one_computation(arena: Arena) -> None:
     rc.close()
 
 
+@pytest.mark.parametrize(  # SQLite's counters are read in-process, one request at a time
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 def test_concurrent_counter_reads_share_round_trips_and_stay_fresh(
         arena: Arena, challenge: dict[str, Any]) -> None:
-    if arena.db.is_sqlite:
-        pytest.skip("SQLite's counters are read in-process, one request at a time")
     rc = ReadCache(arena.db)
     assert rc._pg is not None
     slot = TABLES.index("challenges")
