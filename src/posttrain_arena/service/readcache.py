@@ -47,9 +47,9 @@ class ReadCache:
         self._max = max_entries
         self._entries: OrderedDict[Hashable, tuple[tuple[int, ...], bytes]] = OrderedDict()
         self._lock = threading.Lock()  # entries and the connection; held for microseconds
-        self._conn: Any = None  # a DBAPI connection of our own, in autocommit mode
-        # PostgreSQL: read without blocking the event loop (see _PgCounters)
+        # PostgreSQL: an asyncio connection (_PgCounters); SQLite: a pooled connection
         self._pg = _PgCounters(db) if db.engine.dialect.name == "postgresql" else None
+        self._conn: Any = None
         # computations under way, by (key, version); touched only on the event loop
         self._inflight: dict[tuple[Hashable, tuple[int, ...]], asyncio.Future[bytes]] = {}
         self.hits = 0
@@ -125,16 +125,8 @@ class ReadCache:
 
     def _connect(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                return
-            conn = self._db.engine.raw_connection()
-            driver: Any = conn.driver_connection
-            if self._db.engine.dialect.name == "postgresql":
-                driver.rollback()  # the pool's ping may have opened a transaction
-                driver.autocommit = True  # each read sees the latest commit; no idle txn
-                with driver.cursor() as cur:  # never hold the event loop for long
-                    cur.execute("SET statement_timeout = '5s'")
-            self._conn = conn
+            if self._conn is None:  # SQLite, in autocommit mode (db.py): sees each commit
+                self._conn = self._db.engine.raw_connection()
 
     def _read(self) -> tuple[int, ...]:
         with self._lock:
