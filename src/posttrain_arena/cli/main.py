@@ -4,8 +4,8 @@ Each area registers its commands from its own module (`cli/<area>.py`, a `regist
 function). Those modules import heavy libraries lazily, inside the command functions, so
 that `arena --help` and `arena task check` start fast. The console script goes further:
 `arena NAME ...` imports and mounts only the areas that define NAME (COMMAND_AREAS), so
-typer builds one branch of the command tree, not all of it. `app`, the fully registered
-root, is what tests and `python -m` use.
+typer builds one branch of the command tree, not all of it (`python -m` too). `app`, the
+fully registered root, is what tests drive.
 """
 
 from __future__ import annotations
