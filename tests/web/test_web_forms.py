@@ -78,6 +78,9 @@ def test_board_posting_and_rate_limit(site: Site) -> None:
     assert again.status_code == 429 and ">a reply kept</textarea>" in again.text
     board = site.client().get("/").text
     assert "Leakage question" in board and "fourth" not in board
+    # the page's error and draft come only from a failed post, never from the URL
+    forged = site.client().get("/", params={"error": "Visit evil.example", "status_code": 500})
+    assert forged.status_code == 200 and "evil.example" not in forged.text
 
 
 def test_submit_archive(site: Site, new_collection: Callable[..., Path]) -> None:

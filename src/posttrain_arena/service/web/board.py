@@ -44,11 +44,21 @@ def _failure(exc: ValidationError | ServiceError) -> tuple[str, int]:
 
 
 @router.get("/", response_class=HTMLResponse)
-def board_page(request: Request, viewer: ViewerDep, status_code: int = 200,
-               error: str | None = None, draft: dict[str, str] | None = None) -> Response:
-    """The board: threads, most recently active first, and a form to open one.
+def board_page(request: Request, viewer: ViewerDep) -> Response:
+    """The board: threads, most recently active first, and a form to open one."""
+    return _board(request, viewer)
 
-    A post that failed comes back here with its error and the text as typed (`draft`)."""
+
+@router.get("/board/{thread_id}", response_class=HTMLResponse)
+def thread_page(thread_id: int, request: Request, viewer: ViewerDep) -> Response:
+    """One thread with its messages and a reply form."""
+    return _thread(thread_id, request, viewer)
+
+
+def _board(request: Request, viewer: Viewer, status_code: int = 200, error: str | None = None,
+           draft: dict[str, str] | None = None) -> Response:
+    """The board page; a post that failed comes back here with its error and the text as
+    typed (`draft`). Not a route of its own: error text never comes from the URL."""
     with db_of(request).read() as s:
         threads = svc.list_threads(s, limit=100)
         names = user_names(s, (t.author_id for t in threads))
@@ -56,10 +66,9 @@ def board_page(request: Request, viewer: ViewerDep, status_code: int = 200,
                   names=names, settings=request.app.state.settings, draft=draft or {})
 
 
-@router.get("/board/{thread_id}", response_class=HTMLResponse)
-def thread_page(thread_id: int, request: Request, viewer: ViewerDep, status_code: int = 200,
-                error: str | None = None, draft: dict[str, str] | None = None) -> Response:
-    """One thread with its messages and a reply form (refilled after a failed reply)."""
+def _thread(thread_id: int, request: Request, viewer: Viewer, status_code: int = 200,
+            error: str | None = None, draft: dict[str, str] | None = None) -> Response:
+    """A thread's page; after a failed reply, with its error and the reply as typed."""
     with db_of(request).read() as s:
         thread = svc.thread_detail(s, thread_id)
         names = user_names(s, [thread.author_id])
@@ -80,9 +89,8 @@ def new_thread(request: Request, viewer: ViewerDep, title: Annotated[str, Form()
             thread_id = thread.id
     except (ValidationError, ServiceError) as exc:
         why, status = _failure(exc)
-        return board_page(request, viewer, status, f"The thread was not posted: {why}. "
-                          "Your text is still in the form below.",
-                          {"title": title, "body": body})
+        return _board(request, viewer, status, f"The thread was not posted: {why}. "
+                      "Your text is still in the form below.", {"title": title, "body": body})
     return redirect(f"/board/{thread_id}", "Thread posted.")
 
 
@@ -100,8 +108,8 @@ def reply(thread_id: int, request: Request, viewer: ViewerDep,
         if isinstance(exc, ServiceError) and exc.status_code == 404:
             raise
         why, status = _failure(exc)
-        return thread_page(thread_id, request, viewer, status, f"The reply was not posted: "
-                           f"{why}. Your text is still in the form below.", {"body": body})
+        return _thread(thread_id, request, viewer, status, f"The reply was not posted: "
+                       f"{why}. Your text is still in the form below.", {"body": body})
     return redirect(back, "Reply posted.")
 
 
