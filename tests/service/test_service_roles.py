@@ -34,7 +34,7 @@ MATRIX: list[tuple[str, str, Any, set[str | None]]] = [
     ("GET", "/api/collections", None, EVERYONE),
     ("GET", "/api/collections/{col}", None, EVERYONE),
     ("POST", "/api/collections/upload", "ARCHIVE", SIGNED_IN),
-    ("POST", "/api/collections/git", {"url": "file:///nonexistent/repo", "ref": "main"}, SIGNED_IN),
+    ("POST", "/api/collections/git", {"url": "file:///nonexistent/repo", "ref": "main"}, EDITORS),
     ("POST", "/api/collections/path", "PATH", EDITORS),
     ("POST", "/api/runs/preflight", "RUN", SIGNED_IN),
     ("POST", "/api/runs", "RUN", OWNER_OR_EDITOR),

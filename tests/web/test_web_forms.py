@@ -3,9 +3,10 @@ submit a collection, launch with preflight and request id, collect, review, canc
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.service.gitserver import GitHttpServer, commit_all
 
 from posttrain_arena.service.models import Result, Review, Run
 
@@ -101,20 +102,25 @@ def test_submit_archive(site: Site, new_collection: Callable[..., Path]) -> None
     assert "needs a token" in refused.text
 
 
-def test_submit_git(site: Site, new_collection: Callable[..., Path]) -> None:
+def test_submit_git(site: Site, new_collection: Callable[..., Path], tmp_path: Path) -> None:
     repo = new_collection(2, "gitteam")
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "tasks"], check=True)
-    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
-                            text=True).stdout.strip()
-    c = site.client("author")
-    resp = post(c, "/arena/collections/git", {"url": f"file://{repo}", "ref": "main"})
-    assert "registered: 2 eligible task(s)" in resp.text, resp.text[-2000:]
-    assert commit in resp.text
-    bad = post(c, "/arena/collections/git", {"url": f"file://{repo}", "ref": "no-such-ref"})
-    assert "The repository was not registered" in bad.text
+    commit = commit_all(repo, "tasks")
+    (tmp_path / "served").mkdir()
+    server = GitHttpServer(tmp_path / "served")
+    try:
+        site.settings.git_http_hosts = [server.host]
+        url = server.publish(repo, "tasks.git")
+        c = site.client("author")
+        resp = post(c, "/arena/collections/git", {"url": url, "ref": "main"})
+        assert "registered: 2 eligible task(s)" in resp.text, resp.text[-2000:]
+        assert commit in resp.text
+        bad = post(c, "/arena/collections/git", {"url": url, "ref": "no-such-ref"})
+        assert "The repository was not registered" in bad.text
+        disk = post(c, "/arena/collections/git", {"url": f"file://{repo}", "ref": "main"})
+        assert "The repository was not registered" in disk.text
+        assert "editors and admins" in disk.text
+    finally:
+        server.close()
 
 
 def test_submit_server_path_needs_an_editor(site: Site,

@@ -27,6 +27,7 @@ from posttrain_arena.service.errors import BadRequest, Forbidden, NotFound, TooL
 from posttrain_arena.service.gitsource import fetch_git
 from posttrain_arena.service.models import Collection
 from posttrain_arena.service.schemas import GitSource, PathSource, SourceKind
+from posttrain_arena.service.sourceurl import SourcePolicy, check_git_url
 
 
 @dataclass
@@ -58,13 +59,22 @@ def _finish(staging: Path, root: Path, kind: SourceKind, name: str, **kw: str | 
     return Staged(staging=staging, root=root, kind=kind, name=name[:200], summary=summary, **kw)
 
 
+def source_policy(settings: Settings, principal: Principal) -> SourcePolicy:
+    """What `principal` may fetch: editors and admins also reach the server's disk."""
+    return SourcePolicy(trusted=principal.at_least(Role.EDITOR),
+                        https_hosts=tuple(settings.git_https_hosts),
+                        http_hosts=tuple(settings.git_http_hosts))
+
+
 def stage_git(settings: Settings, principal: Principal, src: GitSource) -> Staged:
     """Fetch a git repository at a ref (pinned to its commit) and check it."""
     principal.require(Role.PARTICIPANT, "registering a collection")
+    remote = check_git_url(src.url, source_policy(settings, principal))
     staging = _staging_dir(settings)
     try:
-        root, commit = fetch_git(src.url, src.ref, staging / "tree", settings.unpacked_max_bytes,
-                                 settings.max_files, settings.git_timeout_sec)
+        root, commit = fetch_git(remote, src.ref, staging / "tree",
+                                 settings.unpacked_max_bytes, settings.max_files,
+                                 settings.git_timeout_sec)
     except Exception:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -103,7 +103,7 @@ class SourceKind(StrEnum):
 
 
 class GitSource(BaseModel):
-    url: str = Field(description="git URL (https://, ssh or file://)")
+    url: str = Field(description="git URL: https:// (file:// and server paths for editors)")
     ref: str = Field(default="HEAD", description="Branch, tag or commit; resolved to a commit")
     name: str | None = Field(default=None, description="Display name; default from the URL")
 
