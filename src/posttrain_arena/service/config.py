@@ -85,6 +85,14 @@ class Settings(BaseSettings):
         default=None,
         description="External token checker: None (off) or 'huggingface' (whoami call)",
     )
+    external_auth_cache_sec: float = Field(
+        default=60.0, ge=0,
+        description="How long an external whoami answer is reused for the same token",
+    )
+    body_max_bytes: int = Field(
+        default=1024 * 1024, gt=0,
+        description="Largest request body other than an archive upload (JSON, forms)",
+    )
     external_auth_url: str = Field(
         default="https://huggingface.co/api/whoami-v2",
         description="Whoami endpoint used when external_auth is 'huggingface'",
