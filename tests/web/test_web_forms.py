@@ -169,18 +169,16 @@ def test_launch_preflight_collect_review_leaderboard(site: Site, challenge: str,
     again = post(author, "/arena/runs", form)  # a double submit returns the same run
     assert run_id_of(again) == run_id and "already submitted" in again.text
     blocked = author.get(f"/arena/collections/{uploaded}/launch?challenge={challenge}")
-    assert ">FAIL<" in blocked.text and f"run {run_id} of this collection is active" in \
+    assert ">FAIL<" in blocked.text and f"run {run_id} of the same tree is active" in \
         blocked.text and "launch-button" not in blocked.text
     with site.db.read() as s:
         assert s.query(Run).count() == 1
 
     assert site.worker(change_pp=6.0).poll_once() == run_id
     scored = author.get(f"/arena/runs/{run_id}").text
-    assert 'data-state="scored"' in scored and "collect-button" in scored
-    assert "collect-button" not in site.client("other").get(f"/arena/runs/{run_id}").text
-    collected = post(author, f"/arena/runs/{run_id}/collect")
-    assert "Result collected" in collected.text and "pending" in collected.text
-    assert 'id="review"' not in collected.text  # participants cannot review
+    # the result was stored as the run was scored: there is nothing to choose to collect
+    assert 'data-state="scored"' in scored and "collect-button" not in scored
+    assert "pending" in scored and 'id="review"' not in scored  # participants cannot review
     sneaky = post(author, f"/arena/runs/{run_id}/review", {"decision": "accept"})
     assert "Not reviewed" in sneaky.text and "editor" in sneaky.text
     no_note = post(editor, f"/arena/runs/{run_id}/review", {"decision": "reject"})

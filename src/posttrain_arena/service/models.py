@@ -87,7 +87,7 @@ class Collection(Base):
     source_url: Mapped[str | None] = mapped_column(String(1000))
     source_ref: Mapped[str | None] = mapped_column(String(300))
     commit: Mapped[str | None] = mapped_column(String(64))
-    content_hash: Mapped[str] = mapped_column(String(80))
+    content_hash: Mapped[str] = mapped_column(String(80), index=True)
     storage_path: Mapped[str] = mapped_column(String(1000))
     task_count: Mapped[int] = mapped_column(Integer, default=0)
     eligible_count: Mapped[int] = mapped_column(Integer, default=0)
