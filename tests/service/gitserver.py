@@ -44,6 +44,7 @@ class GitHttpServer:
         self.root = root
         self.sent = 0  # response body bytes written to clients
         self.api_calls: list[str] = []
+        self.api_auth: list[str | None] = []  # the Authorization header of each API call
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -97,21 +98,27 @@ class GitHttpServer:
                 # /api/datasets/ORG/NAME/revision/REV  (huggingface_hub's dataset_info)
                 path = unquote(urlsplit(self.path).path)
                 server.api_calls.append(path)
+                server.api_auth.append(self.headers.get("Authorization"))
                 head, _, revision = path.removeprefix("/api/datasets/").partition("/revision/")
                 bare = server.root / "datasets" / head
+                if not (bare / "HEAD").is_file():  # the hub's answers carry an error code
+                    self._json(404, {"error": "Repository not found"}, "RepoNotFound")
+                    return
                 try:
-                    sha = git(bare, "rev-parse", f"{revision}^{{commit}}")
-                except (subprocess.CalledProcessError, FileNotFoundError, NotADirectoryError):
-                    self._json(404, {"error": f"Revision Not Found for url: {path}"})
+                    sha = git(bare, "rev-parse", "--verify", "-q", f"{revision}^{{commit}}")
+                except subprocess.CalledProcessError:
+                    self._json(404, {"error": f"Invalid rev id: {revision}"}, "RevisionNotFound")
                     return
                 gated = (bare / "GATED").exists()
                 self._json(200, {"_id": head, "id": head, "sha": sha, "private": False,
                                  "gated": "auto" if gated else False, "disabled": False,
                                  "siblings": [], "tags": [], "downloads": 0, "likes": 0})
 
-            def _json(self, status: int, body: dict[str, Any]) -> None:
+            def _json(self, status: int, body: dict[str, Any], code: str = "") -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
+                if code:
+                    self.send_header("X-Error-Code", code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

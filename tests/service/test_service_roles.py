@@ -39,6 +39,7 @@ MATRIX: list[tuple[str, str, Any, set[str | None]]] = [
     ("POST", "/api/collections/git", {"url": "https://127.0.0.1:9/x.git", "ref": "main"},
      EDITORS),
     ("POST", "/api/collections/git", {"url": "/nonexistent/repo", "ref": "main"}, EDITORS),
+    ("POST", "/api/collections/hf", {"url": "hf://datasets/org/none@main"}, SIGNED_IN),
     ("POST", "/api/collections/path", "PATH", EDITORS),
     ("POST", "/api/runs/preflight", "RUN", SIGNED_IN),
     ("POST", "/api/runs", "RUN", OWNER_OR_EDITOR),

@@ -129,7 +129,8 @@ def post(client: TestClient, url: str, data: dict[str, Any] | None = None,
 def site(tmp_path: Path) -> Iterator[Site]:
     settings = Settings(data_dir=tmp_path / "data", budget_cap=100.0, board_rate_limit=3,
                         heartbeat_interval_sec=0.2, upload_max_bytes=200_000,
-                        unpacked_max_bytes=2_000_000, max_files=500)
+                        unpacked_max_bytes=2_000_000, max_files=500,
+                        hf_endpoint="http://127.0.0.1:9")  # never the real hub
     app = create_app(settings)
     s = Site(app=app, db=app.state.db, settings=settings, tmp=tmp_path)
     with s.db.write() as session:

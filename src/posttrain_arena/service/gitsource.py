@@ -145,11 +145,12 @@ def _grew_to(folder: Path, limit: int) -> bool:
 
 def fetch_git(
     remote: Remote, ref: str, dest: Path, max_bytes: int, max_files: int, timeout: float,
-    subdir: str | None = None,
+    subdir: str | None = None, expect: str | None = None,
 ) -> tuple[Path, str]:
     """Fetch `remote` at `ref` into `dest`; returns (collection root, pinned commit).
 
-    `subdir`, when given, is the folder of the repository that holds the collection."""
+    `subdir`, when given, is the folder of the repository that holds the collection;
+    `expect`, the commit `ref` must resolve to (as another source said it does)."""
     if not ref or ref.startswith("-") or any(c in ref for c in "\0\n\r\t :~^?*[\\"):
         raise BadRequest(f"{ref!r} is not a git ref (a branch, tag or commit)")
     if shutil.which("prlimit") is None:
@@ -163,8 +164,10 @@ def fetch_git(
         # blobs + trees + the commit: a tree per folder, and folders hold files
         git.fetch(repo, ref, 2 * max_files + 1)
         commit = git.run(["rev-parse", "FETCH_HEAD^{commit}"], repo).strip()
-        if _SHA.match(ref) and commit != ref:
-            raise BadRequest(f"git resolved {ref} to {commit}; the commits differ")
+        wanted = expect or (ref if _SHA.match(ref) else None)
+        if wanted is not None and commit != wanted:
+            raise BadRequest(f"git resolved {ref} to {commit}, not {wanted}; if the branch "
+                             "just moved, register it again")
         tree = f"{commit}:{subdir}" if subdir else commit
         _check_tree(git.run(["ls-tree", "-r", "-l", "-z", tree], repo), max_bytes, max_files)
         tar = work / "tree.tar"

@@ -98,6 +98,7 @@ class HealthUpdate(BaseModel):
 
 class SourceKind(StrEnum):
     GIT = "git"
+    HF = "hf"
     ARCHIVE = "archive"
     PATH = "path"
 
@@ -106,6 +107,12 @@ class GitSource(BaseModel):
     url: str = Field(description="git URL: https:// (file:// and server paths for editors)")
     ref: str = Field(default="HEAD", description="Branch, tag or commit; resolved to a commit")
     name: str | None = Field(default=None, description="Display name; default from the URL")
+
+
+class HfSource(BaseModel):
+    url: str = Field(description="hf://datasets/ORG/NAME@REVISION, or .../NAME@REVISION/FOLDER "
+                     "for a collection in a folder of a public, ungated dataset")
+    name: str | None = Field(default=None, description="Display name; default the dataset's")
 
 
 class PathSource(BaseModel):
@@ -117,8 +124,8 @@ class CollectionOut(_Out):
     id: int = Field(description="Collection id")
     name: str = Field(description="Display name")
     owner_id: int = Field(description="The collection author's user id")
-    source_kind: SourceKind = Field(description="git, archive or path")
-    source_url: str | None = Field(description="git URL or server path")
+    source_kind: SourceKind = Field(description="git, hf, archive or path")
+    source_url: str | None = Field(description="git URL, hf:// dataset URL or server path")
     source_ref: str | None = Field(description="Requested git ref")
     commit: str | None = Field(description="Pinned git commit")
     content_hash: str = Field(description="Content hash of the registered tree")

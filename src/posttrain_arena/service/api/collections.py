@@ -18,6 +18,7 @@ from posttrain_arena.service.schemas import (
     CollectionDetail,
     CollectionOut,
     GitSource,
+    HfSource,
     PathSource,
 )
 
@@ -54,6 +55,15 @@ def from_git(body: GitSource, principal: PrincipalDep, db: DbDep, settings: Sett
              ) -> Collection:
     """Register a collection from a git URL and ref (pinned to the resolved commit)."""
     staged = svc.stage_git(settings, principal, body)
+    return svc.register(db, settings, principal, staged)
+
+
+@router.post("/hf", response_model=CollectionDetail, status_code=201)
+def from_hf(body: HfSource, principal: PrincipalDep, db: DbDep, settings: SettingsDep
+            ) -> Collection:
+    """Register a collection from a public Hugging Face dataset,
+    `hf://datasets/ORG/NAME@REVISION[/FOLDER]` (pinned to the revision's commit)."""
+    staged = svc.stage_hf(settings, principal, body)
     return svc.register(db, settings, principal, staged)
 
 

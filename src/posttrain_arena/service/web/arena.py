@@ -19,7 +19,12 @@ from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.leaderboard import leaderboard
 from posttrain_arena.service.results import list_results
 from posttrain_arena.service.schemas import GitSource, Health, HealthUpdate, PathSource
-from posttrain_arena.service.views import collection_names, collection_tasks, user_names
+from posttrain_arena.service.views import (
+    collection_names,
+    collection_origin,
+    collection_tasks,
+    user_names,
+)
 from posttrain_arena.service.web.page import (
     PageRoute,
     Viewer,
@@ -95,7 +100,9 @@ def collection_page(collection_id: int, request: Request, viewer: ViewerDep) -> 
         challenges = [ch_svc.to_out(c) for c in ch_svc.list_challenges(s)]
         names = user_names(s, [col.owner_id] + [r.created_by for r in runs])
     tasks = collection_tasks(col)
+    origin = collection_origin(col, request.app.state.settings.hf_endpoint)
     return render(request, "collection.html", viewer, col=col, tasks=tasks, runs=runs,
+                  origin=origin,
                   n_runs=n_runs, challenges=challenges, names=names,
                   challenges_by_id={c.id: c for c in challenges},
                   col_names={col.id: col.name})
