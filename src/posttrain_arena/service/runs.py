@@ -141,11 +141,8 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def list_runs(
-    session: Session, challenge: str | None = None, collection_id: int | None = None,
-    state: RunState | None = None, limit: int = 50, offset: int = 0,
-) -> tuple[list[Run], int]:
-    """Runs, newest first, filtered; with the total count."""
+def _filtered(session: Session, challenge: str | None, collection_id: int | None,
+              state: RunState | None) -> Select[Any]:
     q = select(Run)
     if challenge is not None:
         q = q.where(Run.challenge_id == get_challenge(session, challenge).id)
@@ -153,9 +150,32 @@ def list_runs(
         q = q.where(Run.collection_id == collection_id)
     if state is not None:
         q = q.where(Run.state == state.value)
-    total = session.scalar(q.with_only_columns(func.count(Run.id)).order_by(None)) or 0
-    rows = session.scalars(q.order_by(Run.id.desc()).limit(limit).offset(offset))
-    return list(rows), total
+    return q
+
+
+def page_of_runs(
+    session: Session, challenge: str | None = None, collection_id: int | None = None,
+    state: RunState | None = None, limit: int = 50, offset: int = 0,
+) -> list[Run]:
+    """Runs, newest first, filtered: one page."""
+    q = _filtered(session, challenge, collection_id, state)
+    return list(session.scalars(q.order_by(Run.id.desc()).limit(limit).offset(offset)))
+
+
+def count_runs(session: Session, challenge: str | None = None,
+               collection_id: int | None = None, state: RunState | None = None) -> int:
+    """How many runs match the filter."""
+    q = _filtered(session, challenge, collection_id, state)
+    return session.scalar(q.with_only_columns(func.count(Run.id)).order_by(None)) or 0
+
+
+def list_runs(
+    session: Session, challenge: str | None = None, collection_id: int | None = None,
+    state: RunState | None = None, limit: int = 50, offset: int = 0,
+) -> tuple[list[Run], int]:
+    """Runs, newest first, filtered; with the total count."""
+    return (page_of_runs(session, challenge, collection_id, state, limit, offset),
+            count_runs(session, challenge, collection_id, state))
 
 
 def run_cost(ch: Challenge, run: Run) -> float:
