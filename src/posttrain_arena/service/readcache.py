@@ -74,14 +74,16 @@ class ReadCache:
         self.log_reads = 0
 
     async def get(self, key: Hashable, tables: tuple[str, ...],
-                  compute: Callable[[], bytes]) -> bytes:
+                  compute: Callable[[], bytes],
+                  counters: tuple[int, ...] | None = None) -> bytes:
         """The bytes stored for `key` if none of `tables` (what `compute` reads) changed,
         else `compute()`'s (run in a worker thread) stored for next time. Errors are not
         stored.
 
         Requests that miss on the same key and version while it is being computed wait
-        for that one computation instead of each starting their own."""
-        counters = await self.versions()
+        for that one computation instead of each starting their own. `counters`, when
+        given, are `versions()` read by this request already (for several reads)."""
+        counters = counters or await self.versions()
         version = tuple(counters[TABLES.index(t)] for t in tables)
         with self._lock:
             hit = self._entries.get(key)
@@ -132,13 +134,14 @@ class ReadCache:
         return data
 
     async def get_runs(self, key: Hashable, tables: tuple[str, ...],
-                       compute: Callable[[], tuple[bytes, frozenset[int]]]) -> bytes:
+                       compute: Callable[[], tuple[bytes, frozenset[int]]],
+                       counters: tuple[int, ...] | None = None) -> bytes:
         """Like `get`, for a read that shows rows of `runs` (a page of the run list):
         `compute` returns the bytes and the ids of the runs they show, and `tables` holds
         `run_members` instead of `runs`. The stored bytes stay valid while those counters
         are unchanged and none of the runs they show changed since (run_changes, migration
         0003), so a heartbeat recomputes only the pages holding that run."""
-        counters = await self.versions()
+        counters = counters or await self.versions()
         version = tuple(counters[TABLES.index(t)] for t in tables)
         runs_now = counters[TABLES.index("runs")]
         with self._lock:

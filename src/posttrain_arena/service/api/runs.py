@@ -69,8 +69,9 @@ async def list_runs(
         with db.read() as s:
             return str(svc.count_runs(s, challenge, collection_id, state)).encode()
 
-    items = await cache.get_runs((*where, limit, offset), members, page)
-    total = await cache.get((*where, "count"), members, count)
+    counters = await cache.versions()  # one read of the counters for both parts
+    items = await cache.get_runs((*where, limit, offset), members, page, counters)
+    total = await cache.get((*where, "count"), members, count, counters)
     body = b'{"items":' + items + b',"total":' + total + b"}"  # RunList, from two parts
     return Response(body, media_type="application/json")
 
