@@ -20,6 +20,12 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not 
 
 
 @pytest.fixture
+def database_url() -> None:
+    """Fetching does not depend on the database: these run on SQLite only."""
+    return None
+
+
+@pytest.fixture
 def hub(tmp_path: Path, arena: Arena) -> Iterator[GitHttpServer]:
     """The stand-in hub, configured as the service's endpoint (not an allowed git host:
     the endpoint setting alone lets the service fetch from it)."""

@@ -19,6 +19,12 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not 
 
 
 @pytest.fixture
+def database_url() -> None:
+    """Fetching does not depend on the database: these run on SQLite only."""
+    return None
+
+
+@pytest.fixture
 def server(tmp_path: Path, arena: Arena) -> Iterator[GitHttpServer]:
     """A loopback git server that the operator allows over plain http."""
     root = tmp_path / "served"
