@@ -117,3 +117,23 @@ def test_unknown_gated_and_oversized_datasets(
     resp = _register(arena, "hf://datasets/org/big@main")
     assert resp.status_code == 413 and "stopped" in resp.json()["detail"]
     assert hub.sent < size / 2
+
+
+def test_the_web_form_registers_a_dataset(
+    arena: Arena, hub: GitHttpServer, new_collection: Any
+) -> None:
+    work = new_collection(n_tasks=2)
+    commit = commit_all(work)
+    hub.publish(work, "datasets/org/web")
+    browser = arena.client
+    browser.get("/signin")
+    csrf = browser.cookies["arena_csrf"]
+    browser.post(f"/signin?csrf={csrf}", data={"token": arena.tokens["author"]})
+    page = browser.post(f"/arena/collections/hf?csrf={csrf}",
+                        data={"url": "hf://datasets/org/web@main"},
+                        headers={"accept": "text/html"})
+    assert "registered: 2 eligible task(s)" in page.text, page.text[-1500:]
+    assert f"{hub.url}/datasets/org/web/tree/{commit}" in page.text
+    bad = browser.post(f"/arena/collections/hf?csrf={csrf}",
+                       data={"url": "hf://datasets/org/web"}, headers={"accept": "text/html"})
+    assert "The dataset was not registered" in bad.text

@@ -18,7 +18,13 @@ from posttrain_arena.service import runs as run_svc
 from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.leaderboard import leaderboard
 from posttrain_arena.service.results import list_results
-from posttrain_arena.service.schemas import GitSource, Health, HealthUpdate, PathSource
+from posttrain_arena.service.schemas import (
+    GitSource,
+    Health,
+    HealthUpdate,
+    HfSource,
+    PathSource,
+)
 from posttrain_arena.service.views import (
     collection_names,
     collection_origin,
@@ -156,6 +162,25 @@ def submit_git(request: Request, viewer: ViewerDep, url: Annotated[str, Form()] 
         return redirect("/arena#submit", f"Bad git source: {exc.errors()[0]['msg']}", "error")
     except ServiceError as exc:
         return redirect("/arena#submit", f"The repository was not registered: {exc.message}",
+                        "error")
+    return _registered(col.id, col.name, col.eligible_count, col.error_count,
+                       col.warning_count)
+
+
+@router.post("/arena/collections/hf")
+def submit_hf(request: Request, viewer: ViewerDep, url: Annotated[str, Form()] = "",
+              name: Annotated[str, Form()] = "") -> Response:
+    """Register a collection from a public Hugging Face dataset (pinned to a commit)."""
+    settings, db = request.app.state.settings, db_of(request)
+    if not url.strip():
+        return redirect("/arena#submit", "Give the hf://datasets/ORG/NAME@REVISION URL.",
+                        "error")
+    try:
+        src = HfSource(url=url.strip(), name=name.strip() or None)
+        col = col_svc.register(db, settings, viewer.principal,
+                               col_svc.stage_hf(settings, viewer.principal, src))
+    except ServiceError as exc:
+        return redirect("/arena#submit", f"The dataset was not registered: {exc.message}",
                         "error")
     return _registered(col.id, col.name, col.eligible_count, col.error_count,
                        col.warning_count)
