@@ -204,3 +204,27 @@ def test_cooldown_after_a_counted_run(
     checks = {c["name"]: c for c in pre["checks"]}
     assert pre["ok"] is False and checks["cooldown"]["status"] == "FAIL"
     assert "wait" in checks["cooldown"]["reason"]
+
+
+def test_a_score_is_not_seen_or_dodged_before_it_counts(
+    arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]
+) -> None:
+    """Between the stage that scores a run and the step that ends it (or while a run
+    whose worker died after scoring waits to resume), the author can neither read the
+    score nor cancel the run to keep it off the board."""
+    resp = arena.call("POST", "/api/runs", "author",
+                      json={"challenge": "micro", "collection_id": collection["id"]})
+    run_id = resp.json()["id"]
+    worker = Worker(arena.db, arena.settings, [_score_stage(-30.0)])
+    assert worker.claim() == run_id
+    worker.run_stage(run_id)  # the score is stored; the run is still running
+    shown = arena.call("GET", f"/api/runs/{run_id}").json()
+    assert shown["state"] == "running" and shown["score"] is None
+    listed = arena.call("GET", "/api/runs").json()["items"][0]
+    assert listed["id"] == run_id and listed["score"] is None
+    refused = arena.call("POST", f"/api/runs/{run_id}/cancel", "author")
+    assert refused.status_code == 409 and "counts" in refused.json()["detail"]
+    worker.run_stage(run_id)  # finish
+    done = arena.call("GET", f"/api/runs/{run_id}").json()
+    assert done["state"] == "scored" and done["score"]["change_pp"] == -30.0
+    assert arena.call("GET", f"/api/runs/{run_id}/result").json()["change_pp"] == -30.0

@@ -82,8 +82,8 @@ class _Git:
                                   capture_output=True, timeout=self._left(args[0]),
                                   check=False, start_new_session=True)
         except subprocess.TimeoutExpired:
-            self._left(args[0])
-            raise
+            raise BadRequest(f"git {args[0]} took longer than {self.timeout:.0f}s; is the "
+                             "repository reachable and small enough?") from None
         if proc.returncode != 0:
             self._failed(args[0], proc.stderr, cwd)
         return proc.stdout.decode(errors="replace")

@@ -71,6 +71,7 @@ class ReadCache:
         self._log: dict[int, int] = {}  # runs counter value -> the run that change touched
         self._log_from = self._log_upto = 0  # the log holds (from, upto], contiguous
         self._log_lock: asyncio.Lock | None = None
+        self._log_loop: asyncio.AbstractEventLoop | None = None
         self.log_reads = 0
 
     async def get(self, key: Hashable, tables: tuple[str, ...],
@@ -176,8 +177,9 @@ class ReadCache:
             return frozenset()
         if upto - since > _MAX_LOG_SPAN:
             return None
-        if self._log_lock is None:
-            self._log_lock = asyncio.Lock()
+        loop = asyncio.get_running_loop()
+        if self._log_lock is None or self._log_loop is not loop:  # a lock is loop-bound
+            self._log_lock, self._log_loop = asyncio.Lock(), loop
         async with self._log_lock:  # one read of the log per change, for every page
             if since < self._log_from or self._log_upto < since:
                 self._log, self._log_from, self._log_upto = {}, since, since

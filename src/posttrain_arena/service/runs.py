@@ -206,5 +206,7 @@ def cancel(session: Session, principal: Principal, run_id: int) -> Run:
     if run.state not in ACTIVE_STATES:
         raise Conflict(f"run {run_id} is already {run.state}; only queued or running runs "
                        "can be canceled")
+    if run.score is not None:  # canceling now would be choosing not to show the score
+        raise Conflict(f"run {run_id} already has its score; it ends scored and counts")
     end_run(session, run, RunState.CANCELED, f"canceled by {principal.name}")
     return run

@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Out(BaseModel):
@@ -193,10 +193,18 @@ class RunOut(_Out):
     cost: float | None = Field(description="Actual compute, once reconciled")
     attempts: int = Field(description="Worker attempts so far")
     heartbeat_at: datetime | None = Field(description="Last worker heartbeat (UTC)")
-    score: dict[str, Any] | None = Field(description="Aggregate score once scored")
+    score: dict[str, Any] | None = Field(
+        description="Aggregate score, shown once the run is scored (its result is stored "
+        "in the same step, so no score is seen before it counts)")
     created_at: datetime = Field(description="UTC launch time")
     started_at: datetime | None = Field(description="UTC time a worker first took it")
     finished_at: datetime | None = Field(description="UTC end time")
+
+    @model_validator(mode="after")
+    def _score_only_when_scored(self) -> RunOut:
+        if self.state is not RunState.SCORED:
+            self.score = None
+        return self
 
 
 class RunList(BaseModel):
