@@ -189,3 +189,23 @@ def test_git_lfs_pointers_are_refused(
     commit_all(work)
     resp = _register(arena, server.publish(work, "lfs.git"))
     assert resp.status_code == 400 and "LFS" in resp.json()["detail"]
+
+
+def test_git_itself_refuses_other_protocols_for_an_https_source(
+    tmp_path: Path, new_collection: Any
+) -> None:
+    """Defence in depth: were a file:// URL to get past the URL policy labelled as an
+    https source, git runs with protocol.file.allow=never and refuses it."""
+    from posttrain_arena.service.errors import BadRequest
+    from posttrain_arena.service.gitsource import fetch_git
+    from posttrain_arena.service.sourceurl import Remote
+
+    work = new_collection(n_tasks=1)
+    commit_all(work)
+    for url in (f"file://{work}", str(work)):
+        with pytest.raises(BadRequest, match="git fetch failed"):
+            fetch_git(Remote(url=url, protocol="https"), "main", tmp_path / "out", 10**7,
+                      100, 60)
+    root, _ = fetch_git(Remote(url=f"file://{work}", protocol="file"), "main",
+                        tmp_path / "ok", 10**7, 100, 60)
+    assert (root / "submission.yaml").is_file()

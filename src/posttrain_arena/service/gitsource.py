@@ -59,7 +59,9 @@ class _Git:
         self.work, self.remote, self.max_bytes = work, remote, max_bytes
         self.deadline = time.monotonic() + timeout
         self.timeout = timeout
-        allowed = [f"protocol.{remote.protocol}.allow=always"]
+        # only the one protocol the URL needs; the others named too, whatever git's default
+        allowed = [f"protocol.{p}.allow={'always' if p == remote.protocol else 'never'}"
+                   for p in ("https", "http", "file", "ssh", "git", "ext")]
         self.config = [x for kv in (*_BASE_CONFIG, *allowed, *remote.config)
                        for x in ("-c", kv)]
 
