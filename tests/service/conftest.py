@@ -67,6 +67,7 @@ def settings(tmp_path: Path, database_url: str | None) -> Settings:
         unpacked_max_bytes=2_000_000,
         max_files=500,
         board_rate_limit=5,
+        hf_endpoint="http://127.0.0.1:9",  # never the real hub: tests give a stand-in
     )
 
 

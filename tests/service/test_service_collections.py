@@ -1,10 +1,9 @@
-"""Registering collections: git (file:// repo), archives (good and hostile), server paths."""
+"""Registering collections: archives (good and hostile) and server paths; git sources are
+in test_service_sources.py."""
 
 from __future__ import annotations
 
 import io
-import shutil
-import subprocess
 import tarfile
 import zipfile
 from pathlib import Path
@@ -128,82 +127,6 @@ def test_malformed_archives_are_400(arena: Arena, data: bytes) -> None:
     assert resp.json()["detail"]
     leftovers = [p for p in arena.settings.collections_dir.iterdir()]
     assert leftovers == []
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@e.org", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_git_registration_pins_the_commit(
-    arena: Arena, tmp_path: Path, new_collection: Any
-) -> None:
-    repo = new_collection(n_tasks=2)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "one")
-    first = _git(repo, "rev-parse", "HEAD")
-    # A hook in the source repository must never run on the server.
-    new_task_dir = repo / "envs" / "task-team-0"
-    (new_task_dir / "extra.txt").write_text("second commit\n")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "two")
-    second = _git(repo, "rev-parse", "HEAD")
-    url = f"file://{repo}"
-    resp = arena.call("POST", "/api/collections/git", "author", json={"url": url, "ref": "main"})
-    assert resp.status_code == 201, resp.text
-    col = resp.json()
-    assert col["commit"] == second and col["source_ref"] == "main"
-    assert col["eligible_count"] == 2
-    old = arena.call("POST", "/api/collections/git", "author", json={"url": url, "ref": first})
-    assert old.status_code == 201, old.text
-    assert old.json()["commit"] == first
-    assert old.json()["content_hash"] != col["content_hash"]
-    bad = arena.call(
-        "POST", "/api/collections/git", "author", json={"url": url, "ref": "no-such-branch"}
-    )
-    assert bad.status_code == 400
-    assert (
-        arena.call(
-            "POST",
-            "/api/collections/git",
-            "author",
-            json={"url": "--upload-pack=touch /tmp/x", "ref": "main"},
-        ).status_code
-        == 400
-    )
-
-
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_git_repository_with_a_symlink_or_too_many_files(
-    arena: Arena, tmp_path: Path, new_collection: Any
-) -> None:
-    repo = new_collection(n_tasks=1)
-    (repo / "envs" / "sneaky").symlink_to("/etc")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "one")
-    resp = arena.call(
-        "POST", "/api/collections/git", "author", json={"url": f"file://{repo}", "ref": "main"}
-    )
-    assert resp.status_code == 400 and "link" in resp.json()["detail"]
-    many = tmp_path / "many"
-    many.mkdir()
-    for i in range(arena.settings.max_files + 1):
-        (many / f"f{i}").write_text(str(i))
-    _git(many, "init", "-q", "-b", "main")
-    _git(many, "add", ".")
-    _git(many, "commit", "-qm", "many")
-    resp = arena.call(
-        "POST", "/api/collections/git", "author", json={"url": f"file://{many}", "ref": "main"}
-    )
-    assert resp.status_code == 413
 
 
 def test_server_path_needs_an_editor_or_an_allowed_root(

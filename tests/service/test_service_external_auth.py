@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -11,11 +12,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from posttrain_arena.service.app import create_app
+from posttrain_arena.service.auth import create_user
 from posttrain_arena.service.config import Settings
 
 
 class _Whoami(BaseHTTPRequestHandler):
+    calls = 0
+
     def do_GET(self) -> None:
+        type(self).calls += 1
         ok = self.headers.get("Authorization") == "Bearer hf_good"
         body = json.dumps({"name": "alice"} if ok else {"error": "bad"}).encode()
         self.send_response(200 if ok else 401)
@@ -54,4 +59,52 @@ def test_external_whoami_signs_in_a_participant(settings: Settings, whoami: str)
         again = c.get("/api/me", headers={"Authorization": "Bearer hf_good"}).json()
         assert again["id"] == me.json()["id"]  # the same user, not a new one each time
         assert c.get("/api/me", headers={"Authorization": "Bearer hf_bad"}).status_code == 401
+    app.state.db.dispose()
+
+
+def test_whoami_answers_are_reused_for_a_while(settings: Settings, whoami: str) -> None:
+    on = settings.model_copy(update={"external_auth": "huggingface", "external_auth_url": whoami})
+    app = create_app(on)
+    before = _Whoami.calls
+    with TestClient(app) as c:
+        for _ in range(5):
+            assert c.get("/api/me", headers={"Authorization": "Bearer hf_good"}).status_code == 200
+            assert c.get("/api/me", headers={"Authorization": "Bearer hf_bad"}).status_code == 401
+    assert _Whoami.calls - before == 2  # one call per token, not one per request
+    app.state.db.dispose()
+    off = settings.model_copy(update={"external_auth": "huggingface", "external_auth_url": whoami,
+                                      "external_auth_cache_sec": 0})
+    app = create_app(off)
+    before = _Whoami.calls
+    with TestClient(app) as c:
+        for _ in range(3):
+            c.get("/api/me", headers={"Authorization": "Bearer hf_good"})
+    assert _Whoami.calls - before == 3
+    app.state.db.dispose()
+
+
+def test_a_token_check_opens_no_write_transaction(settings: Settings, whoami: str) -> None:
+    """With another writer holding SQLite's write lock, signed-in reads still answer
+    (a token check that took the lock would wait for it, then fail)."""
+    if settings.database_url is not None:
+        pytest.skip("SQLite's single write lock is what makes a write visible here")
+    on = settings.model_copy(update={"external_auth": "huggingface", "external_auth_url": whoami,
+                                     "external_auth_cache_sec": 0})
+    app = create_app(on)
+    with TestClient(app) as c:
+        hf = {"Authorization": "Bearer hf_good"}
+        assert c.get("/api/me", headers=hf).status_code == 200  # first visit: a write
+        with app.state.db.write() as s:
+            _user, token = create_user(s, "local", "participant")
+        raw = sqlite3.connect(str(on.data_dir / "arena.db"), timeout=0.1)
+        raw.execute("PRAGMA busy_timeout=100")
+        raw.execute("BEGIN IMMEDIATE")  # another writer, mid-transaction
+        try:
+            app.state.db.engine.dispose()  # fresh connections must not wait long either
+            for headers in (hf, {"Authorization": f"Bearer {token}"}):
+                resp = c.get("/api/me", headers=headers)
+                assert resp.status_code == 200, resp.text
+        finally:
+            raw.rollback()
+            raw.close()
     app.state.db.dispose()

@@ -70,11 +70,11 @@ def test_hot_reads_are_served_from_memory_until_the_data_changes(
     for _ in range(3):
         assert arena.call("GET", "/api/challenges/micro/leaderboard").json() == first
         assert arena.call("GET", "/api/runs").json() == runs
-    assert (rc.misses, rc.hits) == (misses, hits + 6)
+    assert (rc.misses, rc.hits) == (misses, hits + 9)  # a run list: its page and its count
 
     run_id = scored_run(arena, collection["id"], 7.5)  # a write through the API
     assert arena.call("GET", "/api/runs").json()["total"] == runs["total"] + 1
-    assert arena.call("POST", f"/api/runs/{run_id}/collect", "author").status_code == 201
+    assert arena.call("POST", f"/api/runs/{run_id}/collect", "author").status_code == 200
     assert arena.call("POST", f"/api/runs/{run_id}/review", "editor",
                       json={"decision": "accept", "note": ""}).status_code == 200
     board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
@@ -85,16 +85,17 @@ def test_hot_reads_are_served_from_memory_until_the_data_changes(
 def test_a_heartbeat_leaves_cached_leaderboards_in_place(
         arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
     rc = cache(arena)
-    board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
     runs = arena.call("GET", "/api/runs").json()
-    scored_run(arena, collection["id"], 1.0)
+    scored_run(arena, collection["id"], 1.0)  # stores its result: the board changes here
+    board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+    assert board["pending"] == 1
     with arena.db.write() as s:  # what a worker's heartbeat writes
         s.execute(text("UPDATE runs SET heartbeat_at = created_at"))
     misses = rc.misses
     assert arena.call("GET", "/api/challenges/micro/leaderboard").json() == board
     assert rc.misses == misses  # served from memory: no table it reads has changed
     assert arena.call("GET", "/api/runs").json()["total"] == runs["total"] + 1
-    assert rc.misses == misses + 1
+    assert rc.misses == misses + 2  # a new run: its page and the count were recomputed
 
 
 def test_a_write_through_another_process_is_seen_at_once(
@@ -196,3 +197,73 @@ def test_concurrent_counter_reads_share_round_trips_and_stay_fresh(
     assert all(v[slot] == before[slot] + 1 for v in got)  # none answered from before
     assert 1 <= reads <= 2  # twenty requests, one or two round trips
     rc.close()
+
+
+def _many_runs(arena: Arena, n: int) -> list[int]:
+    """n runs straight into the table (the API's launch checks allow one active run)."""
+    with arena.db.write() as s:
+        ch = s.execute(text("SELECT id FROM challenges")).scalar_one()
+        col = s.execute(text("SELECT id FROM collections")).scalar_one()
+        for i in range(n):
+            s.execute(text(
+                "INSERT INTO runs (challenge_id, collection_id, created_by, request_id, state, "
+                "stages_done, reserved, attempts, run_seconds, created_at) VALUES "
+                "(:ch, :col, 1, :rid, 'running', '[]', 0, 1, 0, CURRENT_TIMESTAMP)"),
+                {"ch": ch, "col": col, "rid": f"r{i}"})
+        return [int(i) for i in s.scalars(text("SELECT id FROM runs ORDER BY id DESC"))]
+
+
+def _page(arena: Arena, offset: int) -> Any:
+    return arena.call("GET", "/api/runs", params={"limit": 5, "offset": offset}).json()
+
+
+def test_a_heartbeat_recomputes_only_the_pages_holding_that_run(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    rc = cache(arena)
+    ids = _many_runs(arena, 20)  # newest first: pages of 5 are ids[0:5], ids[5:10], ...
+    first = [_page(arena, o) for o in (0, 5, 10, 15)]
+    assert [[r["id"] for r in p["items"]] for p in first] == [ids[o:o + 5] for o in
+                                                              (0, 5, 10, 15)]
+    assert {p["total"] for p in first} == {20}
+    misses = rc.misses
+    assert misses == 5  # four pages and one count, shared by every page of the filter
+    beating = ids[7]  # on the second page
+    for beat in range(3):  # what a worker's heartbeat writes, as raw SQL would
+        with arena.db.write() as s:
+            s.execute(text("UPDATE runs SET attempts = :t, heartbeat_at = CURRENT_TIMESTAMP"
+                           " WHERE id = :i"), {"t": 10 + beat, "i": beating})
+        pages = [_page(arena, o) for o in (0, 5, 10, 15)]
+        shown = {r["id"]: r for p in pages for r in p["items"]}
+        assert shown[beating]["attempts"] == 10 + beat  # never stale
+        assert [p["items"] for i, p in enumerate(pages) if i != 1] == \
+            [p["items"] for i, p in enumerate(first) if i != 1]
+    assert rc.misses == misses + 3  # the second page, once per heartbeat; nothing else
+    assert rc.log_reads >= 1
+
+
+def test_a_run_changing_state_moves_every_page(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    ids = _many_runs(arena, 8)
+    before = arena.call("GET", "/api/runs", params={"state": "failed"}).json()
+    assert before["total"] == 0
+    [_page(arena, o) for o in (0, 5)]
+    with arena.db.write() as s:
+        s.execute(text("UPDATE runs SET state = 'failed' WHERE id = :i"), {"i": ids[-1]})
+        s.execute(text("DELETE FROM runs WHERE id = :i"), {"i": ids[0]})
+    after = arena.call("GET", "/api/runs", params={"state": "failed"}).json()
+    assert after["total"] == 1 and after["items"][0]["id"] == ids[-1]
+    assert [r["id"] for r in _page(arena, 0)["items"]] == ids[1:6]
+    assert _page(arena, 5)["total"] == 7
+
+
+def test_a_pruned_change_log_means_recomputing_not_guessing(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    rc = cache(arena)
+    ids = _many_runs(arena, 10)
+    _page(arena, 5)
+    with arena.db.write() as s:
+        s.execute(text("UPDATE runs SET attempts = 99 WHERE id = :i"), {"i": ids[6]})
+        s.execute(text("DELETE FROM run_changes"))  # as the trigger prunes old changes
+    misses = rc.misses
+    assert {r["id"]: r["attempts"] for r in _page(arena, 5)["items"]}[ids[6]] == 99
+    assert rc.misses == misses + 1

@@ -54,13 +54,13 @@ def test_collect_review_and_rank(
         "b1": scored_run(arena, b, 25.0),
         "c1": scored_run(arena, c, 40.0),
     }
-    for key, run_id in runs.items():
-        resp = arena.call("POST", f"/api/runs/{run_id}/collect", "author")
-        assert resp.status_code == 201, (key, resp.text)
+    for key, run_id in runs.items():  # stored as the run was scored: nothing to choose
+        resp = arena.call("GET", f"/api/runs/{run_id}/result")
+        assert resp.status_code == 200, (key, resp.text)
         assert resp.json()["status"] == "pending"
-    # Collecting again returns the stored result (append-only, idempotent).
+    # Collecting returns the stored result (append-only, idempotent).
     again = arena.call("POST", f"/api/runs/{runs['a1']}/collect", "author")
-    assert again.status_code == 200
+    assert again.status_code == 200 and again.json()["run_id"] == runs["a1"]
     assert arena.call("GET", "/api/challenges/micro/leaderboard").json()["pending"] == 4
     assert (
         arena.call(
@@ -114,13 +114,19 @@ def test_collect_review_and_rank(
                       params={"limit": 0}).status_code == 422
 
 
-def test_collect_needs_a_scored_run_with_full_coverage(
+def test_a_score_short_of_the_suite_fails_the_run(
     arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]
 ) -> None:
-    partial = scored_run(arena, collection["id"], 5.0, n_tasks=challenge["suite_size"] - 1)
-    resp = arena.call("POST", f"/api/runs/{partial}/collect", "author")
-    assert resp.status_code == 409 and "cover" in resp.json()["detail"]
-    assert arena.call("GET", f"/api/runs/{partial}/result").status_code == 404
+    resp = arena.call("POST", "/api/runs", "author",
+                      json={"challenge": "micro", "collection_id": collection["id"]})
+    stages = [FunctionStage("snapshot", snapshot),
+              _score_stage(5.0, n_tasks=challenge["suite_size"] - 1)]
+    Worker(arena.db, arena.settings, stages).poll_once()
+    run = arena.call("GET", f"/api/runs/{resp.json()['id']}").json()
+    assert run["state"] == "failed" and "cover the whole held-out suite" in run["reason"]
+    assert arena.call("GET", f"/api/runs/{run['id']}/result").status_code == 404
+    refused = arena.call("POST", f"/api/runs/{run['id']}/collect", "author")
+    assert refused.status_code == 409 and "failed" in refused.json()["detail"]
     queued = arena.call(
         "POST",
         "/api/runs",
@@ -130,6 +136,57 @@ def test_collect_needs_a_scored_run_with_full_coverage(
     resp = arena.call("POST", f"/api/runs/{queued['id']}/collect", "author")
     assert resp.status_code == 409 and "queued" in resp.json()["detail"]
     assert arena.call("POST", f"/api/runs/{queued['id']}/collect", "other").status_code == 403
+
+
+def test_every_scored_run_counts_and_a_tree_is_one_entry(
+    arena: Arena, challenge: dict[str, Any], new_collection: Any
+) -> None:
+    """The red-team case: rerun, keep the best. Re-registering the same tree to dodge
+    the record gives the same entry, and every accepted run of it is in its mean."""
+    tree = new_collection(team="same")
+    first = arena.upload(tree).json()
+    again = arena.upload(tree, who="other").json()  # the same files, a new id and owner
+    assert again["id"] != first["id"] and again["content_hash"] == first["content_hash"]
+    bad = scored_run(arena, first["id"], -20.0)
+    good = scored_run(arena, again["id"], 30.0, who="other")
+    for run_id in (bad, good):
+        arena.call("POST", f"/api/runs/{run_id}/review", "editor",
+                   json={"decision": "accept", "note": "ok"})
+    board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+    assert [(e["collection_id"], e["n"], e["mean_change_pp"]) for e in board["ranked"]] == [
+        (first["id"], 2, 5.0)]
+
+
+def test_launch_checks_key_on_the_challenge_and_the_tree(
+    arena: Arena, challenge: dict[str, Any], challenge_body: dict[str, Any],
+    new_collection: Any,
+) -> None:
+    body = {**challenge_body, "slug": "cool", "cooldown_sec": 3600}
+    assert arena.call("POST", "/api/challenges", "admin", json=body).status_code == 201
+    tree = new_collection(team="tree")
+    first = arena.upload(tree).json()["id"]
+    again = arena.upload(tree).json()["id"]
+    other = arena.upload(new_collection(team="different")).json()["id"]
+
+    def checks(challenge_slug: str, col: int) -> dict[str, str]:
+        pre = arena.call("POST", "/api/runs/preflight", "author",
+                         json={"challenge": challenge_slug, "collection_id": col}).json()
+        return {c["name"]: c["status"] for c in pre["checks"]}
+
+    queued = arena.call("POST", "/api/runs", "author",
+                        json={"challenge": "micro", "collection_id": first})
+    assert queued.status_code == 201
+    assert checks("micro", again)["no_active_run"] == "FAIL"  # the same tree, re-registered
+    assert checks("micro", other)["no_active_run"] == "ok"
+    assert checks("cool", again)["no_active_run"] == "ok"  # another challenge
+    arena.call("POST", f"/api/runs/{queued.json()['id']}/cancel", "author")
+    resp = arena.call("POST", "/api/runs", "author",
+                      json={"challenge": "cool", "collection_id": first})
+    Worker(arena.db, arena.settings, [_score_stage(1.0)]).poll_once()
+    assert arena.call("GET", f"/api/runs/{resp.json()['id']}").json()["state"] == "scored"
+    assert checks("cool", again)["cooldown"] == "FAIL"
+    assert checks("cool", other)["cooldown"] == "skip"
+    assert checks("micro", again)["cooldown"] == "skip"
 
 
 def test_cooldown_after_a_counted_run(
@@ -147,3 +204,27 @@ def test_cooldown_after_a_counted_run(
     checks = {c["name"]: c for c in pre["checks"]}
     assert pre["ok"] is False and checks["cooldown"]["status"] == "FAIL"
     assert "wait" in checks["cooldown"]["reason"]
+
+
+def test_a_score_is_not_seen_or_dodged_before_it_counts(
+    arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]
+) -> None:
+    """Between the stage that scores a run and the step that ends it (or while a run
+    whose worker died after scoring waits to resume), the author can neither read the
+    score nor cancel the run to keep it off the board."""
+    resp = arena.call("POST", "/api/runs", "author",
+                      json={"challenge": "micro", "collection_id": collection["id"]})
+    run_id = resp.json()["id"]
+    worker = Worker(arena.db, arena.settings, [_score_stage(-30.0)])
+    assert worker.claim() == run_id
+    worker.run_stage(run_id)  # the score is stored; the run is still running
+    shown = arena.call("GET", f"/api/runs/{run_id}").json()
+    assert shown["state"] == "running" and shown["score"] is None
+    listed = arena.call("GET", "/api/runs").json()["items"][0]
+    assert listed["id"] == run_id and listed["score"] is None
+    refused = arena.call("POST", f"/api/runs/{run_id}/cancel", "author")
+    assert refused.status_code == 409 and "counts" in refused.json()["detail"]
+    worker.run_stage(run_id)  # finish
+    done = arena.call("GET", f"/api/runs/{run_id}").json()
+    assert done["state"] == "scored" and done["score"]["change_pp"] == -30.0
+    assert arena.call("GET", f"/api/runs/{run_id}/result").json()["change_pp"] == -30.0

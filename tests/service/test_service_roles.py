@@ -34,7 +34,12 @@ MATRIX: list[tuple[str, str, Any, set[str | None]]] = [
     ("GET", "/api/collections", None, EVERYONE),
     ("GET", "/api/collections/{col}", None, EVERYONE),
     ("POST", "/api/collections/upload", "ARCHIVE", SIGNED_IN),
-    ("POST", "/api/collections/git", {"url": "file:///nonexistent/repo", "ref": "main"}, SIGNED_IN),
+    ("POST", "/api/collections/git", {"url": "file:///nonexistent/repo", "ref": "main"}, EDITORS),
+    # a private address: participants may not point the server at its own network
+    ("POST", "/api/collections/git", {"url": "https://127.0.0.1:9/x.git", "ref": "main"},
+     EDITORS),
+    ("POST", "/api/collections/git", {"url": "/nonexistent/repo", "ref": "main"}, EDITORS),
+    ("POST", "/api/collections/hf", {"url": "hf://datasets/org/none@main"}, SIGNED_IN),
     ("POST", "/api/collections/path", "PATH", EDITORS),
     ("POST", "/api/runs/preflight", "RUN", SIGNED_IN),
     ("POST", "/api/runs", "RUN", OWNER_OR_EDITOR),
@@ -162,3 +167,20 @@ def test_the_sealed_suite_is_shown_to_no_one(
         assert str(suite) not in text and "suite_path" not in text
         assert "task-sealed-1" not in text and "task-sealed-2" not in text
         assert "task-sealed-0" in text
+
+
+def test_no_write_is_carried_by_the_sign_in_cookie(
+    arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]
+) -> None:
+    """Every API write, sent as a page on another site would make a browser send it (the
+    cookie, no Authorization header), is a 401, whatever the role behind the cookie."""
+    ids = _setup(arena, challenge, collection)
+    writes = [(m, p, b) for m, p, b, _ in MATRIX if m in ("POST", "PUT")]
+    assert len(writes) >= 15
+    for method, path, body in writes:
+        for role in (OTHER, AUTHOR, ADMIN):
+            kw: dict[str, Any] = {"content": b"x"} if isinstance(body, str) else {"json": body}
+            resp = arena.client.request(method, path.format(**ids),
+                                        headers={"cookie": f"arena_token={arena.tokens[role]}"},
+                                        **kw)
+            assert resp.status_code == 401, (method, path, role, resp.text)

@@ -109,23 +109,28 @@ def csrf_of(client: TestClient) -> str:
     return str(client.cookies["arena_csrf"])
 
 
+def with_csrf(client: TestClient, url: str) -> str:
+    """`url` with the client's CSRF token in its query, as the pages' forms post it."""
+    return f"{url}{'&' if '?' in url else '?'}csrf={csrf_of(client)}"
+
+
 def signin(client: TestClient, token: str) -> Any:
     """Sign in through the form; returns the final response."""
-    return client.post("/signin", data={"token": token, "csrf": csrf_of(client),
-                                        "next": "/arena"})
+    return client.post(with_csrf(client, "/signin"), data={"token": token, "next": "/arena"})
 
 
 def post(client: TestClient, url: str, data: dict[str, Any] | None = None,
          **kw: Any) -> Any:
     """POST a form with the client's CSRF token, following the redirect."""
-    return client.post(url, data={"csrf": csrf_of(client), **(data or {})}, **kw)
+    return client.post(with_csrf(client, url), data=data or {}, **kw)
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
     settings = Settings(data_dir=tmp_path / "data", budget_cap=100.0, board_rate_limit=3,
                         heartbeat_interval_sec=0.2, upload_max_bytes=200_000,
-                        unpacked_max_bytes=2_000_000, max_files=500)
+                        unpacked_max_bytes=2_000_000, max_files=500,
+                        hf_endpoint="http://127.0.0.1:9")  # never the real hub
     app = create_app(settings)
     s = Site(app=app, db=app.state.db, settings=settings, tmp=tmp_path)
     with s.db.write() as session:

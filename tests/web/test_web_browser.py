@@ -1,7 +1,7 @@
 """End to end in headless Chromium (Playwright from PyPI driving Debian's chromium): sign
 in with a token, upload a collection built from the starting kit's examples, check the
-preflight, launch, watch the run finish live, collect, sign in as an editor, accept, and
-see the collection ranked on the leaderboard.
+preflight, launch, watch the run finish live with its result stored, sign in as an
+editor, accept, and see the collection ranked on the leaderboard.
 
 The worker runs in a thread with the real snapshot and check stages; the training stage is
 the scripted stand-in from conftest (the real pipeline trains a model: minutes, not
@@ -128,7 +128,7 @@ def test_submit_launch_watch_review_rank(live: Live, tmp_path: Path) -> None:
         def sign_in(token: str) -> None:
             page.goto(f"{base}/signin")
             page.fill("input[name=token]", token)
-            page.click("form[action='/signin'] button")
+            page.click("form[action^='/signin'] button")
 
         sign_in(tokens["ada"])
         expect(page.locator(".flash")).to_contain_text("Signed in as ada")
@@ -156,12 +156,12 @@ def test_submit_launch_watch_review_rank(live: Live, tmp_path: Path) -> None:
         live.gate.set()
         expect(state).to_have_text("scored", timeout=30_000)
         expect(page.locator("#live")).to_contain_text("snapshot, check, pipeline")
-        page.click("#collect-button")
+        # every scored run's result is stored as it is scored: nothing to collect by hand
         expect(page.locator("#result-status")).to_have_text("pending")
         run_url = page.url
         page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
 
-        page.click("header form[action='/signout'] button")
+        page.click("header form[action^='/signout'] button")
         sign_in(tokens["eve"])
         page.goto(run_url)
         page.check("#review input[value=accept]")

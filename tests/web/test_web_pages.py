@@ -53,8 +53,8 @@ def test_arena_page_shows_challenges_collections_runs_and_budget(
     for label, value in (("Cap", "100.00"), ("Reserved", "10.00"), ("Left", "90.00")):
         assert f"<dt>{label}</dt><dd" in page and value in page
     assert "Sign in</a> to submit a collection" in page
-    assert 'action="/arena/collections/upload"' not in page
-    assert 'action="/arena/collections/upload"' in author.get("/arena").text
+    assert 'action="/arena/collections/upload?' not in page
+    assert 'action="/arena/collections/upload?csrf=' in author.get("/arena").text
 
 
 def test_collection_page_lists_tasks_with_domain_names(site: Site, challenge: str,

@@ -52,18 +52,24 @@ def validate(path: Path = typer.Argument(..., help="Collection directory")) -> N
 def submit(
     git: str | None = typer.Option(None, "--git", help="git URL of the collection"),
     ref: str = typer.Option("HEAD", "--ref", help="Branch, tag or commit (with --git)"),
+    hf: str | None = typer.Option(None, "--hf",
+                                  help="hf://datasets/ORG/NAME@REVISION[/FOLDER]"),
     archive: Path | None = typer.Option(None, "--archive",
                                         help="tar.gz/zip file, or a directory to pack"),
     path: str | None = typer.Option(None, "--path", help="Directory on the server"),
     name: str | None = typer.Option(None, "--name", help="Display name"),
 ) -> None:
-    """Register a collection from git, an archive upload, or a server path."""
-    chosen = [x for x in (git, archive, path) if x is not None]
+    """Register a collection from git, a Hugging Face dataset, an archive upload, or a
+    server path."""
+    chosen = [x for x in (git, hf, archive, path) if x is not None]
     if len(chosen) != 1:
-        typer.echo("give exactly one of --git URL, --archive FILE or --path DIR", err=True)
+        typer.echo("give exactly one of --git URL, --hf URL, --archive FILE or --path DIR",
+                   err=True)
         raise typer.Exit(2)
     if git is not None:
         _print(_call(lambda c: c.submit_git(git, ref, name)))
+    elif hf is not None:
+        _print(_call(lambda c: c.submit_hf(hf, name)))
     elif archive is not None:
         if not archive.exists():
             typer.echo(f"{archive}: no such file or directory", err=True)

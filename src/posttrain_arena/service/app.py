@@ -20,11 +20,13 @@ from fastapi.responses import JSONResponse
 
 from posttrain_arena import __version__
 from posttrain_arena.service.api import api_router
+from posttrain_arena.service.api.gate import ApiGate, error_response
 from posttrain_arena.service.auth import external_checker
 from posttrain_arena.service.budget import ensure_budget
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import ServiceError
+from posttrain_arena.service.guard import WriteGuard
 from posttrain_arena.service.lifecycle import watchdog
 from posttrain_arena.service.migrations import upgrade
 from posttrain_arena.service.readcache import ReadCache
@@ -92,16 +94,16 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.state.db = db or open_database(settings)
     app.state.read_cache = ReadCache(app.state.db)
     app.state.external_checker = external_checker(settings.external_auth,
-                                                  settings.external_auth_url)
+                                                  settings.external_auth_url,
+                                                  settings.external_auth_cache_sec)
 
     @app.exception_handler(ServiceError)
     async def _service_error(_request: Request, exc: ServiceError) -> JSONResponse:
-        body: dict[str, object] = {"detail": exc.message, "code": exc.code}
-        if exc.detail is not None:
-            body["data"] = exc.detail
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+        return error_response(exc)
 
+    # checked before any write's body is read (guard.py); the web package adds its gate
+    app.state.write_gates = [ApiGate(settings)]
+    app.add_middleware(WriteGuard, gates=lambda: app.state.write_gates)
     app.include_router(api_router())
     if importlib.util.find_spec("posttrain_arena.service.web") is not None:
         importlib.import_module("posttrain_arena.service.web").register(app)

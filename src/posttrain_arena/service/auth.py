@@ -14,14 +14,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
 import httpx
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import BadRequest, Conflict, Forbidden, Unauthorized
 from posttrain_arena.service.models import ApiToken, User
 
@@ -123,13 +128,38 @@ class ExternalTokenChecker(Protocol):
 
 
 class HuggingFaceWhoami:
-    """External checker calling a Hugging Face style `whoami` endpoint."""
+    """External checker calling a Hugging Face style `whoami` endpoint.
 
-    def __init__(self, url: str = "https://huggingface.co/api/whoami-v2", timeout: float = 10):
+    Answers (a name, or a refusal) are kept for `cache_sec`, keyed by the token's sha256,
+    so that a busy client costs the provider one call per token per period, not one per
+    request; a revoked external token therefore still works for up to that long."""
+
+    def __init__(self, url: str = "https://huggingface.co/api/whoami-v2", timeout: float = 10,
+                 cache_sec: float = 60.0, max_cached: int = 10_000):
         self.url = url
         self.timeout = timeout
+        self.cache_sec = cache_sec
+        self.max_cached = max_cached
+        self.calls = 0
+        self._cache: OrderedDict[str, tuple[float, ExternalIdentity | None]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def check(self, token: str) -> ExternalIdentity | None:
+        key, now = hash_token(token), time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] > now:
+                return hit[1]
+        ident = self._ask(token)
+        with self._lock:
+            self._cache[key] = (now + self.cache_sec, ident)
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.max_cached:
+                self._cache.popitem(last=False)
+        return ident
+
+    def _ask(self, token: str) -> ExternalIdentity | None:
+        self.calls += 1
         try:
             resp = httpx.get(self.url, headers={"Authorization": f"Bearer {token}"},
                              timeout=self.timeout)
@@ -143,8 +173,10 @@ class HuggingFaceWhoami:
 
 def authenticate(
     session: Session, token: str | None, external: ExternalTokenChecker | None = None
-) -> Principal:
-    """The principal for a bearer token; anonymous without one, Unauthorized if it is bad."""
+) -> Principal | ExternalIdentity:
+    """The principal for a bearer token; anonymous without one, Unauthorized if it is bad.
+    Reads only: an external identity seen for the first time comes back as such, for
+    `identify` to record in a transaction of its own."""
     if not token:
         return ANONYMOUS
     if token.startswith(TOKEN_PREFIX):
@@ -163,8 +195,27 @@ def authenticate(
     if external is not None:
         ident = external.check(token)
         if ident is not None:
-            return _external_principal(session, ident)
+            user = session.scalar(select(User).where(User.external_id == ident.external_id))
+            if user is None:
+                return ident
+            return Principal(user_id=user.id, name=user.name, role=Role(user.role))
     raise Unauthorized("the token is not valid: Arena tokens start with 'arena_'")
+
+
+def identify(db: Database, token: str | None,
+             external: ExternalTokenChecker | None = None) -> Principal:
+    """Who `token` belongs to. A read transaction; only an external user's first visit
+    writes (their user row), in a short transaction of its own."""
+    with db.read() as session:
+        found = authenticate(session, token, external)
+    if isinstance(found, Principal):
+        return found
+    try:
+        with db.write() as session:
+            return _external_principal(session, found)
+    except IntegrityError:  # the same user's first visit, recorded by another request
+        with db.read() as session:
+            return _external_principal(session, found)
 
 
 def _external_principal(session: Session, ident: ExternalIdentity) -> Principal:
@@ -176,13 +227,15 @@ def _external_principal(session: Session, ident: ExternalIdentity) -> Principal:
     return Principal(user_id=user.id, name=user.name, role=Role(user.role))
 
 
-def external_checker(kind: str | None, url: str) -> ExternalTokenChecker | None:
+def external_checker(kind: str | None, url: str,
+                     cache_sec: float = 60.0) -> ExternalTokenChecker | None:
     """The configured external checker (None when off, the default)."""
     if kind is None:
         return None
     if kind == "huggingface":
-        return HuggingFaceWhoami(url)
+        return HuggingFaceWhoami(url, cache_sec=cache_sec)
     raise ValueError(f"unknown external_auth {kind!r}; use 'huggingface' or leave it unset")
 
 
-__all__ = ["ANONYMOUS", "Forbidden", "Principal", "Role", "authenticate", "create_user"]
+__all__ = ["ANONYMOUS", "Forbidden", "Principal", "Role", "authenticate", "create_user",
+           "identify"]

@@ -72,6 +72,9 @@ class ArenaClient:
         return self._call("POST", "/api/collections/git",
                           json={"url": url, "ref": ref, "name": name})
 
+    def submit_hf(self, url: str, name: str | None = None) -> dict[str, Any]:
+        return self._call("POST", "/api/collections/hf", json={"url": url, "name": name})
+
     def submit_path(self, path: str, name: str | None = None) -> dict[str, Any]:
         return self._call("POST", "/api/collections/path",
                           json={"path": path, "name": name})

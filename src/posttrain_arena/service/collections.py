@@ -1,4 +1,5 @@
-"""Collections: registered from git, an uploaded archive or a server path; checked; pinned.
+"""Collections: registered from git, a Hugging Face dataset, an uploaded archive or a server
+path; checked; pinned.
 
 Registration happens in two steps so that slow file work (a git fetch, unpacking) never
 holds a database transaction: `stage_*` produces a checked tree in a staging folder,
@@ -25,8 +26,10 @@ from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import BadRequest, Forbidden, NotFound, TooLarge
 from posttrain_arena.service.gitsource import fetch_git
+from posttrain_arena.service.hfsource import hub_remote, parse_hf_url, resolve_revision
 from posttrain_arena.service.models import Collection
-from posttrain_arena.service.schemas import GitSource, PathSource, SourceKind
+from posttrain_arena.service.schemas import GitSource, HfSource, PathSource, SourceKind
+from posttrain_arena.service.sourceurl import SourcePolicy, check_git_url
 
 
 @dataclass
@@ -58,18 +61,48 @@ def _finish(staging: Path, root: Path, kind: SourceKind, name: str, **kw: str | 
     return Staged(staging=staging, root=root, kind=kind, name=name[:200], summary=summary, **kw)
 
 
+def source_policy(settings: Settings, principal: Principal) -> SourcePolicy:
+    """What `principal` may fetch: editors and admins also reach the server's disk."""
+    return SourcePolicy(trusted=principal.at_least(Role.EDITOR),
+                        https_hosts=tuple(settings.git_https_hosts),
+                        http_hosts=tuple(settings.git_http_hosts))
+
+
 def stage_git(settings: Settings, principal: Principal, src: GitSource) -> Staged:
     """Fetch a git repository at a ref (pinned to its commit) and check it."""
     principal.require(Role.PARTICIPANT, "registering a collection")
+    remote = check_git_url(src.url, source_policy(settings, principal))
     staging = _staging_dir(settings)
     try:
-        root, commit = fetch_git(src.url, src.ref, staging / "tree", settings.unpacked_max_bytes,
-                                 settings.max_files, settings.git_timeout_sec)
+        root, commit = fetch_git(remote, src.ref, staging / "tree",
+                                 settings.unpacked_max_bytes, settings.max_files,
+                                 settings.git_timeout_sec)
     except Exception:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     name = src.name or src.url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
     return _finish(staging, root, SourceKind.GIT, name, url=src.url, ref=src.ref, commit=commit)
+
+
+def stage_hf(settings: Settings, principal: Principal, src: HfSource) -> Staged:
+    """Resolve a Hugging Face dataset revision to its commit, fetch that commit from the
+    hub's git server (the same bounds as git) and check the folder asked for."""
+    principal.require(Role.PARTICIPANT, "registering a collection")
+    ds = parse_hf_url(src.url)
+    commit = resolve_revision(settings.hf_endpoint, ds, settings.git_timeout_sec)
+    staging = _staging_dir(settings)
+    try:
+        root, commit = fetch_git(hub_remote(settings.hf_endpoint, ds),
+                                 ds.revision,
+                                 staging / "tree", settings.unpacked_max_bytes,
+                                 settings.max_files, settings.git_timeout_sec,
+                                 subdir=ds.path, expect=commit)
+    except Exception:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    name = src.name or (ds.path or ds.repo_id).rstrip("/").rsplit("/", 1)[-1]
+    return _finish(staging, root, SourceKind.HF, name, url=src.url.strip(), ref=ds.revision,
+                   commit=commit)
 
 
 def save_upload(stream: IO[bytes], dest: Path, max_bytes: int) -> None:

@@ -52,7 +52,24 @@ class Settings(BaseSettings):
         default=200 * 1024 * 1024, gt=0, description="Largest unpacked collection"
     )
     max_files: int = Field(default=20_000, gt=0, description="Most files in one collection")
-    git_timeout_sec: float = Field(default=120.0, gt=0, description="Limit per git command")
+    git_timeout_sec: float = Field(
+        default=120.0, gt=0, description="Limit on one git fetch, all its commands together")
+    git_https_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts (HOST or HOST:PORT) participants may fetch collections from "
+        "over https; empty: any host whose addresses are all public. Listed hosts may be "
+        "private (an in-house git server)",
+    )
+    git_http_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts (HOST or HOST:PORT) participants may fetch from over plain "
+        "http:// (e.g. a git server on loopback); none by default",
+    )
+    hf_endpoint: str = Field(
+        default="https://huggingface.co",
+        description="Hugging Face hub for hf://datasets/ORG/NAME@REVISION sources: its API "
+        "resolves the revision, its git server serves the files",
+    )
     path_roots: list[Path] = Field(
         default_factory=list,
         description="Server folders participants may register collections from "
@@ -67,6 +84,14 @@ class Settings(BaseSettings):
     external_auth: str | None = Field(
         default=None,
         description="External token checker: None (off) or 'huggingface' (whoami call)",
+    )
+    external_auth_cache_sec: float = Field(
+        default=60.0, ge=0,
+        description="How long an external whoami answer is reused for the same token",
+    )
+    body_max_bytes: int = Field(
+        default=1024 * 1024, gt=0,
+        description="Largest request body other than an archive upload (JSON, forms)",
     )
     external_auth_url: str = Field(
         default="https://huggingface.co/api/whoami-v2",

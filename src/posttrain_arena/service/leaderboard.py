@@ -1,5 +1,9 @@
 """Leaderboard per challenge: collections ranked by mean change over accepted runs.
 
+An entry is a content hash (a tree), shown under its first registration: every scored
+run of that tree on the challenge has a result (results.py), so every accepted run
+counts, whichever registration of the tree it ran under.
+
 The interval is the run's own paired 95% interval when a collection has one accepted run,
 and a t-interval of the mean over runs when it has several. Rejected results stay
 visible, unranked. Aggregation happens in SQL (sum and sum of squares), so the cost is
@@ -10,6 +14,7 @@ cache (readcache.py), which recomputes it only after the data changed.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -44,18 +49,34 @@ def leaderboard(session: Session, challenge: str, limit: int | None = None,
     return board
 
 
+def first_registrations(session: Session, hashes: list[str]) -> dict[str, tuple[int, str]]:
+    """(id, name) of the first collection registered with each content hash."""
+    if not hashes:
+        return {}
+    firsts = (select(func.min(Collection.id)).where(Collection.content_hash.in_(hashes))
+              .group_by(Collection.content_hash))
+    rows = session.execute(select(Collection.content_hash, Collection.id, Collection.name)
+                           .where(Collection.id.in_(firsts)))
+    return {h: (i, n) for h, i, n in rows}
+
+
 def _compute(session: Session, ch: Challenge) -> Leaderboard:
-    accepted = session.execute(
+    # One entry per content hash: the same tree registered again (under a new id, by
+    # anyone) adds its runs to the entry of its first registration, never a second entry.
+    grouped = session.execute(
         select(
-            Result.collection_id, Collection.name, func.count(Result.id),
+            Collection.content_hash, func.count(Result.id),
             func.sum(Result.change_pp), func.sum(Result.change_pp * Result.change_pp),
             func.min(Result.ci_low), func.max(Result.ci_high),
         )
         .join(Review, Review.result_id == Result.id)
         .join(Collection, Collection.id == Result.collection_id)
         .where(Result.challenge_id == ch.id, Review.decision == Decision.ACCEPT.value)
-        .group_by(Result.collection_id, Collection.name)
+        .group_by(Collection.content_hash)
     ).all()
+    first = first_registrations(session, [row[0] for row in grouped])
+    accepted: list[tuple[Any, ...]] = [(*first[content_hash], *rest)
+                                       for content_hash, *rest in grouped]
     entries = []
     for col_id, name, n, total, squares, lo1, hi1 in accepted:
         mean = total / n

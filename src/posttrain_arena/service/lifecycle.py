@@ -16,7 +16,9 @@ from sqlalchemy.orm import Session
 
 from posttrain_arena.service import budget as budget_mod
 from posttrain_arena.service.config import Settings
+from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.models import Challenge, Run, utcnow
+from posttrain_arena.service.results import record_result
 from posttrain_arena.service.runs import end_run
 from posttrain_arena.service.schemas import RunState
 
@@ -84,7 +86,8 @@ def end_stage(
 
 
 def finish(session: Session, run_id: int, worker_id: str) -> bool:
-    """End a run whose stages all finished: scored when it has a score, else failed."""
+    """End a run whose stages all finished: scored, with its result stored, when its
+    score covers the suite; else failed with the reason."""
     heartbeat(session, run_id, worker_id)
     run = held(session, run_id, worker_id)
     if run is None:
@@ -92,8 +95,13 @@ def finish(session: Session, run_id: int, worker_id: str) -> bool:
     if run.score is None:
         end_run(session, run, RunState.FAILED, "every stage finished but none produced a "
                 "score; is the training pipeline installed (posttrain_arena.train.pipeline)?")
-    else:
-        end_run(session, run, RunState.SCORED, None)
+        return True
+    try:  # refuses before it writes anything
+        record_result(session, run)
+    except ServiceError as exc:  # a score that cannot count is no score
+        end_run(session, run, RunState.FAILED, f"the score cannot count: {exc.message}")
+        return True
+    end_run(session, run, RunState.SCORED, None)
     return True
 
 

@@ -87,7 +87,7 @@ class Collection(Base):
     source_url: Mapped[str | None] = mapped_column(String(1000))
     source_ref: Mapped[str | None] = mapped_column(String(300))
     commit: Mapped[str | None] = mapped_column(String(64))
-    content_hash: Mapped[str] = mapped_column(String(80))
+    content_hash: Mapped[str] = mapped_column(String(80), index=True)
     storage_path: Mapped[str] = mapped_column(String(1000))
     task_count: Mapped[int] = mapped_column(Integer, default=0)
     eligible_count: Mapped[int] = mapped_column(Integer, default=0)
@@ -187,6 +187,18 @@ class DataVersion(Base):
     runs: Mapped[int] = mapped_column(BigInteger, server_default="0")
     results: Mapped[int] = mapped_column(BigInteger, server_default="0")
     reviews: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    #: raised by changes that can move a run between pages or filters (migration 0003)
+    run_members: Mapped[int] = mapped_column(BigInteger, server_default="0")
+
+
+class RunChange(Base):
+    """Which run each change to `runs` touched, under the `data_version.runs` value it
+    raised the counter to (triggers of migration 0003; the last 100,000 are kept)."""
+
+    __tablename__ = "run_changes"
+
+    version: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    run_id: Mapped[int] = mapped_column(Integer)
 
 
 class Thread(Base):

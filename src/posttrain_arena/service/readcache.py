@@ -11,6 +11,14 @@ from a fresh session and stored under the counters seen *before* computing, so d
 than its label is only ever recomputed, never served stale. A run's heartbeat changes
 `runs` only, so it leaves cached leaderboards in place.
 
+Pages of the run list (`get_runs`) go finer: each remembers the ids of the runs it shows.
+While `run_members` (new, deleted or re-stated runs) is unchanged, the set and order of
+runs on every page is unchanged, and the page is stale only if one of its own runs
+changed: the `run_changes` log (one row per change, numbered by the `runs` counter)
+says which runs the changes since the page was computed touched, read once per change
+for all pages. So ten runs heartbeating every second recompute only the pages that show
+them, not every page.
+
 This is exact across server processes and workers: a client that wrote and then reads,
 through any process, sees its write. Nothing expires by time.
 
@@ -34,8 +42,11 @@ from starlette.concurrency import run_in_threadpool
 
 from posttrain_arena.service.db import Database
 
-#: The tables with change counters, in the order `versions()` returns them.
-TABLES = ("challenges", "collections", "runs", "results", "reviews")
+#: The change counters, in the order `versions()` returns them: one per table, and
+#: `run_members`, raised only by run changes that can move runs between pages.
+TABLES = ("challenges", "collections", "runs", "results", "reviews", "run_members")
+#: Most run changes a cached page is checked against before it is simply recomputed.
+_MAX_LOG_SPAN = 20_000
 _VERSION_SQL = f"SELECT {', '.join(TABLES)} FROM data_version WHERE id = 1"
 
 
@@ -55,16 +66,25 @@ class ReadCache:
         self.hits = 0
         self.misses = 0
         self.shared = 0  # misses that waited for another request's computation
+        # run pages: key -> [version of `tables`, `runs` counter seen, run ids, bytes]
+        self._pages: OrderedDict[Hashable, list[Any]] = OrderedDict()
+        self._log: dict[int, int] = {}  # runs counter value -> the run that change touched
+        self._log_from = self._log_upto = 0  # the log holds (from, upto], contiguous
+        self._log_lock: asyncio.Lock | None = None
+        self._log_loop: asyncio.AbstractEventLoop | None = None
+        self.log_reads = 0
 
     async def get(self, key: Hashable, tables: tuple[str, ...],
-                  compute: Callable[[], bytes]) -> bytes:
+                  compute: Callable[[], bytes],
+                  counters: tuple[int, ...] | None = None) -> bytes:
         """The bytes stored for `key` if none of `tables` (what `compute` reads) changed,
         else `compute()`'s (run in a worker thread) stored for next time. Errors are not
         stored.
 
         Requests that miss on the same key and version while it is being computed wait
-        for that one computation instead of each starting their own."""
-        counters = await self.versions()
+        for that one computation instead of each starting their own. `counters`, when
+        given, are `versions()` read by this request already (for several reads)."""
+        counters = counters or await self.versions()
         version = tuple(counters[TABLES.index(t)] for t in tables)
         with self._lock:
             hit = self._entries.get(key)
@@ -72,7 +92,23 @@ class ReadCache:
                 self._entries.move_to_end(key)
                 self.hits += 1
                 return hit[1]
-        flight = (key, version)
+
+        def computed() -> bytes:
+            data = compute()
+            with self._lock:
+                self.misses += 1
+                self._entries[key] = (version, data)
+                self._entries.move_to_end(key)
+                while len(self._entries) > self._max:
+                    self._entries.popitem(last=False)
+            return data
+
+        return await self._shared((key, version), computed)
+
+    async def _shared(self, flight: tuple[Hashable, tuple[int, ...]],
+                      compute: Callable[[], bytes]) -> bytes:
+        """`compute()` in a worker thread, or the result of the same computation already
+        under way for `flight` (key and version)."""
         pending = self._inflight.get(flight)
         if pending is not None:
             self.shared += 1
@@ -81,7 +117,7 @@ class ReadCache:
             except asyncio.CancelledError:
                 if not pending.cancelled():
                     raise  # this request was canceled, not the computation
-                return await self.get(key, tables, compute)  # its request went away
+                return await self._shared(flight, compute)  # its request went away
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._inflight[flight] = future
         try:
@@ -96,13 +132,81 @@ class ReadCache:
         finally:
             del self._inflight[flight]
         future.set_result(data)
-        with self._lock:
-            self.misses += 1
-            self._entries[key] = (version, data)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
         return data
+
+    async def get_runs(self, key: Hashable, tables: tuple[str, ...],
+                       compute: Callable[[], tuple[bytes, frozenset[int]]],
+                       counters: tuple[int, ...] | None = None) -> bytes:
+        """Like `get`, for a read that shows rows of `runs` (a page of the run list):
+        `compute` returns the bytes and the ids of the runs they show, and `tables` holds
+        `run_members` instead of `runs`. The stored bytes stay valid while those counters
+        are unchanged and none of the runs they show changed since (run_changes, migration
+        0003), so a heartbeat recomputes only the pages holding that run."""
+        counters = counters or await self.versions()
+        version = tuple(counters[TABLES.index(t)] for t in tables)
+        runs_now = counters[TABLES.index("runs")]
+        with self._lock:
+            hit = self._pages.get(key)
+        if hit is not None and hit[0] == version:
+            changed = await self._changed_runs(hit[1], runs_now)
+            if changed is not None and not (changed & hit[2]):
+                with self._lock:
+                    hit[1] = max(hit[1], runs_now)  # valid up to here: checked, not moved
+                    self._pages.move_to_end(key)
+                    self.hits += 1
+                return bytes(hit[3])
+
+        def computed() -> bytes:
+            data, ids = compute()
+            with self._lock:
+                self.misses += 1
+                self._pages[key] = [version, runs_now, ids, data]
+                self._pages.move_to_end(key)
+                while len(self._pages) > self._max:
+                    self._pages.popitem(last=False)
+            return data
+
+        # stored under the counters read before computing, as `get` does; the miss is
+        # shared by the requests that arrive while it is computed
+        return await self._shared((("runs-page", key), (*version, runs_now)), computed)
+
+    async def _changed_runs(self, since: int, upto: int) -> frozenset[int] | None:
+        """The runs changed by `runs` counter values (since, upto]; None when the log no
+        longer holds them all (then the caller recomputes)."""
+        if upto <= since:
+            return frozenset()
+        if upto - since > _MAX_LOG_SPAN:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._log_lock is None or self._log_loop is not loop:  # a lock is loop-bound
+            self._log_lock, self._log_loop = asyncio.Lock(), loop
+        async with self._log_lock:  # one read of the log per change, for every page
+            if since < self._log_from or self._log_upto < since:
+                self._log, self._log_from, self._log_upto = {}, since, since
+            if self._log_upto < upto:
+                start = self._log_upto
+                rows = await run_in_threadpool(self._read_log, start, upto)
+                self.log_reads += 1
+                if len(rows) != upto - start:  # pruned, or not yet visible: do not guess
+                    return None
+                self._log.update(rows)
+                self._log_upto = upto
+                if len(self._log) > 2 * _MAX_LOG_SPAN:
+                    self._log_from = self._log_upto - _MAX_LOG_SPAN
+                    self._log = {v: r for v, r in self._log.items() if v > self._log_from}
+            if since < self._log_from:
+                return None
+            return frozenset(self._log[v] for v in range(since + 1, upto + 1))
+
+    def _read_log(self, after: int, upto: int) -> dict[int, int]:
+        from sqlalchemy import select
+
+        from posttrain_arena.service.models import RunChange
+
+        with self._db.read() as session:
+            rows = session.execute(select(RunChange.version, RunChange.run_id).where(
+                RunChange.version > after, RunChange.version <= upto))
+            return {int(v): int(r) for v, r in rows}
 
     async def versions(self) -> tuple[int, ...]:
         """The tables' change counters, in TABLES order (also proves the database answers)."""

@@ -1,7 +1,8 @@
-"""Results: collected from scored runs (after a suite-coverage check), reviewed by editors.
+"""Results: stored as each run is scored (after a suite-coverage check), reviewed by editors.
 
-Results and reviews are append-only: collecting twice returns the stored result, and a
-result is reviewed once.
+Every scored run has its result, stored in the transaction that ends the run, so an
+author cannot run again and show only the best score. Results and reviews are
+append-only: collecting returns the stored result, and a result is reviewed once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from sqlalchemy.orm import Session
 from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.collections import get_collection
 from posttrain_arena.service.errors import BadRequest, Conflict, NotFound
-from posttrain_arena.service.models import Challenge, Result, Review
+from posttrain_arena.service.models import Challenge, Result, Review, Run
 from posttrain_arena.service.runs import get_run
 from posttrain_arena.service.schemas import Decision, ResultOut, ReviewIn, RunState
 
@@ -81,39 +82,45 @@ def result_out(result: Result, review: Review | None) -> ResultOut:
     return out
 
 
-def collect(session: Session, principal: Principal, run_id: int) -> tuple[Result, bool]:
-    """Store the pending result of a scored run; returns (result, created).
+def record_result(session: Session, run: Run) -> Result:
+    """Store the result of a run being scored (lifecycle.finish calls this as the run
+    ends, so every scored run counts: no author chooses which of their runs to show).
 
     Checks that the score covers the whole held-out suite (and, when the score names it,
-    the same suite hash) before storing anything.
-    """
-    run = get_run(session, run_id)
-    col = get_collection(session, run.collection_id)
-    principal.require_owner_or_editor(col.owner_id, "collecting a result")
-    assert principal.user_id is not None
-    existing = session.scalar(select(Result).where(Result.run_id == run_id))
-    if existing is not None:
-        return existing, False
-    if run.state != RunState.SCORED.value or run.score is None:
-        raise Conflict(f"run {run_id} is {run.state}; only scored runs have a result")
+    the same suite hash); Conflict or BadRequest otherwise, and the run fails instead."""
     ch = session.get(Challenge, run.challenge_id)
-    assert ch is not None
+    assert ch is not None and run.score is not None
     s = summarize_score(run.score)
     if s.n_tasks != ch.suite_size:
-        raise Conflict(f"run {run_id} scored {s.n_tasks} of the suite's {ch.suite_size} "
+        raise Conflict(f"run {run.id} scored {s.n_tasks} of the suite's {ch.suite_size} "
                        "tasks; a result must cover the whole held-out suite")
     if s.suite_hash is not None and s.suite_hash != ch.suite_hash:
-        raise Conflict(f"run {run_id} evaluated suite {s.suite_hash}, not the challenge's "
+        raise Conflict(f"run {run.id} evaluated suite {s.suite_hash}, not the challenge's "
                        f"{ch.suite_hash}")
     result = Result(
         run_id=run.id, challenge_id=run.challenge_id, collection_id=run.collection_id,
         base_pass_rate=s.base_pass_rate, final_pass_rate=s.final_pass_rate,
         change_pp=s.change_pp, ci_low=s.ci_low, ci_high=s.ci_high, per_domain=s.per_domain,
-        n_tasks=s.n_tasks, suite_size=ch.suite_size, created_by=principal.user_id,
+        n_tasks=s.n_tasks, suite_size=ch.suite_size, created_by=run.created_by,
     )
     session.add(result)
     session.flush()
-    return result, True
+    return result
+
+
+def collect(session: Session, principal: Principal, run_id: int) -> tuple[Result, bool]:
+    """The result of a scored run; returns (result, created). A run's result is stored
+    when it is scored, so this returns it (created False); only a run scored before
+    results were stored automatically gets its result stored now."""
+    run = get_run(session, run_id)
+    col = get_collection(session, run.collection_id)
+    principal.require_owner_or_editor(col.owner_id, "collecting a result")
+    existing = session.scalar(select(Result).where(Result.run_id == run_id))
+    if existing is not None:
+        return existing, False
+    if run.state != RunState.SCORED.value or run.score is None:
+        raise Conflict(f"run {run_id} is {run.state}; only scored runs have a result")
+    return record_result(session, run), True
 
 
 def result_for_run(session: Session, run_id: int) -> tuple[Result, Review | None]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from posttrain_arena.service import budget as budget_mod
@@ -47,11 +48,12 @@ def evaluate_checks(
         "caller_allowed", allowed and not principal.anonymous,
         f"{principal.name} may launch runs of collection {col.id}" if allowed
         else "launching belongs to the collection's author and to editors"))
-    active = session.scalar(select(Run.id).where(
-        Run.collection_id == col.id, Run.state.in_(ACTIVE_STATES)).limit(1))
+    active = session.scalar(_same_tree(select(Run.id), ch, col).where(
+        Run.state.in_(ACTIVE_STATES)).limit(1))
     checks.append(_check("no_active_run", active is None,
-                         "no other run of this collection is queued or running"
-                         if active is None else f"run {active} of this collection is active"))
+                         "no other run of this collection's tree on this challenge is queued "
+                         "or running" if active is None
+                         else f"run {active} of the same tree is active on this challenge"))
     checks.append(_cooldown(session, ch, col))
     need = allowance(ch)
     checks.append(_check(
@@ -66,12 +68,18 @@ def evaluate_checks(
     return checks
 
 
+def _same_tree(q: Select[Any], ch: Challenge, col: Collection) -> Select[Any]:
+    """`q` narrowed to runs on `ch` of any collection with `col`'s content: registering
+    the same tree again is the same entry, so it resets no cooldown."""
+    return q.join(Collection, Collection.id == Run.collection_id).where(
+        Run.challenge_id == ch.id, Collection.content_hash == col.content_hash)
+
+
 def _cooldown(session: Session, ch: Challenge, col: Collection) -> PreflightCheck:
     if ch.cooldown_sec <= 0:
         return PreflightCheck(name="cooldown", status=CheckStatus.SKIP,
                               reason="the challenge has no cooldown")
-    last = session.scalar(select(func.max(Run.finished_at)).where(
-        Run.collection_id == col.id, Run.challenge_id == ch.id,
+    last = session.scalar(_same_tree(select(func.max(Run.finished_at)), ch, col).where(
         Run.state == RunState.SCORED.value))
     if last is None:
         return PreflightCheck(name="cooldown", status=CheckStatus.SKIP,
@@ -133,11 +141,8 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def list_runs(
-    session: Session, challenge: str | None = None, collection_id: int | None = None,
-    state: RunState | None = None, limit: int = 50, offset: int = 0,
-) -> tuple[list[Run], int]:
-    """Runs, newest first, filtered; with the total count."""
+def _filtered(session: Session, challenge: str | None, collection_id: int | None,
+              state: RunState | None) -> Select[Any]:
     q = select(Run)
     if challenge is not None:
         q = q.where(Run.challenge_id == get_challenge(session, challenge).id)
@@ -145,9 +150,32 @@ def list_runs(
         q = q.where(Run.collection_id == collection_id)
     if state is not None:
         q = q.where(Run.state == state.value)
-    total = session.scalar(q.with_only_columns(func.count(Run.id)).order_by(None)) or 0
-    rows = session.scalars(q.order_by(Run.id.desc()).limit(limit).offset(offset))
-    return list(rows), total
+    return q
+
+
+def page_of_runs(
+    session: Session, challenge: str | None = None, collection_id: int | None = None,
+    state: RunState | None = None, limit: int = 50, offset: int = 0,
+) -> list[Run]:
+    """Runs, newest first, filtered: one page."""
+    q = _filtered(session, challenge, collection_id, state)
+    return list(session.scalars(q.order_by(Run.id.desc()).limit(limit).offset(offset)))
+
+
+def count_runs(session: Session, challenge: str | None = None,
+               collection_id: int | None = None, state: RunState | None = None) -> int:
+    """How many runs match the filter."""
+    q = _filtered(session, challenge, collection_id, state)
+    return session.scalar(q.with_only_columns(func.count(Run.id)).order_by(None)) or 0
+
+
+def list_runs(
+    session: Session, challenge: str | None = None, collection_id: int | None = None,
+    state: RunState | None = None, limit: int = 50, offset: int = 0,
+) -> tuple[list[Run], int]:
+    """Runs, newest first, filtered; with the total count."""
+    return (page_of_runs(session, challenge, collection_id, state, limit, offset),
+            count_runs(session, challenge, collection_id, state))
 
 
 def run_cost(ch: Challenge, run: Run) -> float:
@@ -178,5 +206,7 @@ def cancel(session: Session, principal: Principal, run_id: int) -> Run:
     if run.state not in ACTIVE_STATES:
         raise Conflict(f"run {run_id} is already {run.state}; only queued or running runs "
                        "can be canceled")
+    if run.score is not None:  # canceling now would be choosing not to show the score
+        raise Conflict(f"run {run_id} already has its score; it ends scored and counts")
     end_run(session, run, RunState.CANCELED, f"canceled by {principal.name}")
     return run

@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Out(BaseModel):
@@ -98,14 +98,21 @@ class HealthUpdate(BaseModel):
 
 class SourceKind(StrEnum):
     GIT = "git"
+    HF = "hf"
     ARCHIVE = "archive"
     PATH = "path"
 
 
 class GitSource(BaseModel):
-    url: str = Field(description="git URL (https://, ssh or file://)")
+    url: str = Field(description="git URL: https:// (file:// and server paths for editors)")
     ref: str = Field(default="HEAD", description="Branch, tag or commit; resolved to a commit")
     name: str | None = Field(default=None, description="Display name; default from the URL")
+
+
+class HfSource(BaseModel):
+    url: str = Field(description="hf://datasets/ORG/NAME@REVISION, or .../NAME@REVISION/FOLDER "
+                     "for a collection in a folder of a public, ungated dataset")
+    name: str | None = Field(default=None, description="Display name; default the dataset's")
 
 
 class PathSource(BaseModel):
@@ -117,8 +124,8 @@ class CollectionOut(_Out):
     id: int = Field(description="Collection id")
     name: str = Field(description="Display name")
     owner_id: int = Field(description="The collection author's user id")
-    source_kind: SourceKind = Field(description="git, archive or path")
-    source_url: str | None = Field(description="git URL or server path")
+    source_kind: SourceKind = Field(description="git, hf, archive or path")
+    source_url: str | None = Field(description="git URL, hf:// dataset URL or server path")
     source_ref: str | None = Field(description="Requested git ref")
     commit: str | None = Field(description="Pinned git commit")
     content_hash: str = Field(description="Content hash of the registered tree")
@@ -186,10 +193,18 @@ class RunOut(_Out):
     cost: float | None = Field(description="Actual compute, once reconciled")
     attempts: int = Field(description="Worker attempts so far")
     heartbeat_at: datetime | None = Field(description="Last worker heartbeat (UTC)")
-    score: dict[str, Any] | None = Field(description="Aggregate score once scored")
+    score: dict[str, Any] | None = Field(
+        description="Aggregate score, shown once the run is scored (its result is stored "
+        "in the same step, so no score is seen before it counts)")
     created_at: datetime = Field(description="UTC launch time")
     started_at: datetime | None = Field(description="UTC time a worker first took it")
     finished_at: datetime | None = Field(description="UTC end time")
+
+    @model_validator(mode="after")
+    def _score_only_when_scored(self) -> RunOut:
+        if self.state is not RunState.SCORED:
+            self.score = None
+        return self
 
 
 class RunList(BaseModel):

@@ -1,4 +1,5 @@
-"""Read helpers the web pages need beyond the API's: a collection's task list and user names.
+"""Read helpers the web pages need beyond the API's: a collection's task list and origin,
+and user names.
 
 A collection's tasks are read from its pinned tree on the server (never from a challenge's
 sealed suite); the list is cached per content hash, since a registered tree never changes.
@@ -14,7 +15,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from posttrain_arena.service.hfsource import parse_hf_url
 from posttrain_arena.service.models import Collection, User
+from posttrain_arena.service.schemas import SourceKind
 from posttrain_arena.spec.collection import check_collection
 
 
@@ -64,3 +67,25 @@ def user_names(session: Session, ids: Iterable[int | None]) -> dict[int, str]:
         return {}
     rows = session.execute(select(User.id, User.name).where(User.id.in_(wanted)))
     return {uid: name for uid, name in rows}
+
+
+class Origin(BaseModel):
+    """Where a collection's files came from, as its page shows it."""
+
+    label: str = Field(description="What the source is, in words")
+    href: str | None = Field(default=None, description="A page showing the pinned files")
+
+
+def collection_origin(col: Collection, hf_endpoint: str) -> Origin:
+    """The origin of a registered collection: a Hugging Face dataset at its pinned commit
+    (linked on the hub), a git repository, an upload or a server folder."""
+    if col.source_kind == SourceKind.HF.value and col.source_url and col.commit:
+        ds = parse_hf_url(col.source_url)
+        folder = f", folder {ds.path}" if ds.path else ""
+        return Origin(label=f"Hugging Face dataset {ds.repo_id} at {ds.revision}{folder}",
+                      href=ds.tree_url(hf_endpoint, col.commit))
+    if col.source_kind == SourceKind.GIT.value:
+        return Origin(label=f"git repository {col.source_url} at {col.source_ref}")
+    if col.source_kind == SourceKind.PATH.value:
+        return Origin(label=f"server folder {col.source_url}")
+    return Origin(label=f"uploaded archive {col.source_url or ''}".strip())

@@ -18,6 +18,7 @@ from posttrain_arena.service.schemas import (
     CollectionDetail,
     CollectionOut,
     GitSource,
+    HfSource,
     PathSource,
 )
 
@@ -57,6 +58,15 @@ def from_git(body: GitSource, principal: PrincipalDep, db: DbDep, settings: Sett
     return svc.register(db, settings, principal, staged)
 
 
+@router.post("/hf", response_model=CollectionDetail, status_code=201)
+def from_hf(body: HfSource, principal: PrincipalDep, db: DbDep, settings: SettingsDep
+            ) -> Collection:
+    """Register a collection from a public Hugging Face dataset,
+    `hf://datasets/ORG/NAME@REVISION[/FOLDER]` (pinned to the revision's commit)."""
+    staged = svc.stage_hf(settings, principal, body)
+    return svc.register(db, settings, principal, staged)
+
+
 @router.post("/path", response_model=CollectionDetail, status_code=201)
 def from_path(body: PathSource, principal: PrincipalDep, db: DbDep, settings: SettingsDep
               ) -> Collection:
@@ -78,11 +88,7 @@ async def upload(request: Request, principal: PrincipalDep, db: DbDep, settings:
     """Register a collection from a tar.gz or zip archive: the raw body, or a multipart
     form field `file`. Bounded in size, safe against path traversal and links."""
     principal.require(Role.PARTICIPANT, "registering a collection")
-    limit = settings.upload_max_bytes
-    length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > limit + 64 * 1024:
-        raise TooLarge(f"the upload is larger than {limit} bytes; remove large files or "
-                       "register the collection from git")
+    limit = settings.upload_max_bytes  # the whole body was bounded before (guard.py)
     spool: IO[bytes]
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
         form = await request.form()

@@ -7,10 +7,12 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 from starlette.concurrency import run_in_threadpool
 
-from posttrain_arena.service.auth import Principal, authenticate
+from posttrain_arena.service.api.gate import bearer_token
+from posttrain_arena.service.auth import Principal, identify
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
 
+#: The web pages' sign-in cookie (never read by the API: api/gate.py).
 TOKEN_COOKIE = "arena_token"
 
 
@@ -30,31 +32,21 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
-def bearer_token(request: Request, authorization: str | None) -> str | None:
-    """The token from `Authorization: Bearer ...`, else from the web sign-in cookie."""
-    if authorization:
-        scheme, _, value = authorization.partition(" ")
-        return value.strip() if scheme.lower() == "bearer" else authorization.strip()
-    return request.cookies.get(TOKEN_COOKIE)
-
-
 async def get_principal(
     request: Request,
     db: Annotated[Database, Depends(get_db)],
     authorization: Annotated[str | None, Header(description="Bearer TOKEN")] = None,
 ) -> Principal:
-    """Who is calling (anonymous without a token; 401 for a bad one). Only a token
-    needs the database, and only then does the check go to a worker thread."""
-    token = bearer_token(request, authorization)
+    """Who is calling: from the `Authorization` header only (anonymous without one; 401
+    for a bad one). A write's caller was identified before its body was read (api/gate.py).
+    Only a token needs the database, and only then does the check go to a worker thread."""
+    known = getattr(request.state, "principal", None)
+    if isinstance(known, Principal):
+        return known
+    token = bearer_token(authorization)
     if not token:
         return Principal()
-    external = request.app.state.external_checker
-
-    def check() -> Principal:
-        with db.write() if external is not None else db.read() as session:
-            return authenticate(session, token, external)
-
-    return await run_in_threadpool(check)
+    return await run_in_threadpool(identify, db, token, request.app.state.external_checker)
 
 
 DbDep = Annotated[Database, Depends(get_db)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import TypeAdapter
 
 from posttrain_arena.service import results as results_svc
 from posttrain_arena.service import runs as svc
@@ -20,6 +21,7 @@ from posttrain_arena.service.schemas import (
 )
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
+_RUN_ITEMS = TypeAdapter(list[RunOut])
 
 
 @router.post("/preflight", response_model=Preflight)
@@ -51,16 +53,27 @@ async def list_runs(
     """Runs, newest first."""
     db: Database = request.app.state.db
     limit = min(limit, 500)
+    cache = request.app.state.read_cache
+    where = ("runs", challenge, collection_id, state)
+    # a page depends on which runs match and on its own runs' rows; the count only on
+    # which runs match, so every page of one filter shares it
+    members = ("challenges", "run_members")
 
-    def compute() -> bytes:
+    def page() -> tuple[bytes, frozenset[int]]:
         with db.read() as s:
-            rows, total = svc.list_runs(s, challenge, collection_id, state, limit, offset)
-            page = RunList(items=[RunOut.model_validate(r) for r in rows], total=total)
-        return page.model_dump_json().encode()
+            rows = svc.page_of_runs(s, challenge, collection_id, state, limit, offset)
+            data = _RUN_ITEMS.dump_json([RunOut.model_validate(r) for r in rows])
+        return data, frozenset(r.id for r in rows)
 
-    key = ("runs", challenge, collection_id, state, limit, offset)
-    data = await request.app.state.read_cache.get(key, ("challenges", "runs"), compute)
-    return Response(data, media_type="application/json")
+    def count() -> bytes:
+        with db.read() as s:
+            return str(svc.count_runs(s, challenge, collection_id, state)).encode()
+
+    counters = await cache.versions()  # one read of the counters for both parts
+    items = await cache.get_runs((*where, limit, offset), members, page, counters)
+    total = await cache.get((*where, "count"), members, count, counters)
+    body = b'{"items":' + items + b',"total":' + total + b"}"  # RunList, from two parts
+    return Response(body, media_type="application/json")
 
 
 @router.get("/{run_id}", response_model=RunOut)

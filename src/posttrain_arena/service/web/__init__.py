@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from posttrain_arena.service.web.page import HERE, error_page
+from posttrain_arena.service.web.page import HERE, WebGate, error_page
 
 
 def _wants_html(request: Request) -> bool:
@@ -28,6 +28,7 @@ def register(app: FastAPI) -> None:
     """Mount the pages, the static files, and HTML error pages for browsers."""
     from posttrain_arena.service.web import arena, board, runs
 
+    app.state.write_gates.append(WebGate(app.state.settings))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     for module in (board, arena, runs):
         app.include_router(module.router)

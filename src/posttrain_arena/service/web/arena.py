@@ -18,12 +18,22 @@ from posttrain_arena.service import runs as run_svc
 from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.leaderboard import leaderboard
 from posttrain_arena.service.results import list_results
-from posttrain_arena.service.schemas import GitSource, Health, HealthUpdate, PathSource
-from posttrain_arena.service.views import collection_names, collection_tasks, user_names
+from posttrain_arena.service.schemas import (
+    GitSource,
+    Health,
+    HealthUpdate,
+    HfSource,
+    PathSource,
+)
+from posttrain_arena.service.views import (
+    collection_names,
+    collection_origin,
+    collection_tasks,
+    user_names,
+)
 from posttrain_arena.service.web.page import (
     PageRoute,
     Viewer,
-    check_csrf,
     db_of,
     get_viewer,
     redirect,
@@ -70,10 +80,9 @@ def challenge_page(ref: str, request: Request, viewer: ViewerDep) -> Response:
 
 @router.post("/arena/challenges/{ref}/health")
 def challenge_health(ref: str, request: Request, viewer: ViewerDep,
-                     health: Annotated[str, Form()] = "", reason: Annotated[str, Form()] = "",
-                     csrf: Annotated[str, Form()] = "") -> Response:
+                     health: Annotated[str, Form()] = "",
+                     reason: Annotated[str, Form()] = "") -> Response:
     """Open or pause a challenge (admins)."""
-    check_csrf(request, csrf)
     back = f"/arena/challenges/{ref}"
     try:
         update = HealthUpdate(health=Health(health), reason=reason.strip() or None)
@@ -97,7 +106,9 @@ def collection_page(collection_id: int, request: Request, viewer: ViewerDep) -> 
         challenges = [ch_svc.to_out(c) for c in ch_svc.list_challenges(s)]
         names = user_names(s, [col.owner_id] + [r.created_by for r in runs])
     tasks = collection_tasks(col)
+    origin = collection_origin(col, request.app.state.settings.hf_endpoint)
     return render(request, "collection.html", viewer, col=col, tasks=tasks, runs=runs,
+                  origin=origin,
                   n_runs=n_runs, challenges=challenges, names=names,
                   challenges_by_id={c.id: c for c in challenges},
                   col_names={col.id: col.name})
@@ -111,17 +122,11 @@ def _registered(col_id: int, name: str, eligible: int, errors: int, warnings: in
 
 
 @router.post("/arena/collections/upload")
-async def submit_upload(request: Request) -> Response:
-    """Register a collection from an uploaded tar.gz or zip archive (multipart form)."""
+async def submit_upload(request: Request, viewer: ViewerDep) -> Response:
+    """Register a collection from an uploaded tar.gz or zip archive (multipart form). The
+    CSRF token, the viewer and the size bound were checked before the body was read."""
     settings, db = request.app.state.settings, db_of(request)
-    limit = settings.upload_max_bytes
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit + 64 * 1024:
-        return redirect("/arena#submit", f"The upload is larger than {limit} bytes; remove "
-                        "large files or register the collection from git.", "error")
     form = await request.form()
-    check_csrf(request, _text(form.get("csrf")) or "")
-    viewer = await run_in_threadpool(get_viewer, request)
     file = form.get("file")
     if not isinstance(file, UploadFile) or not file.filename:
         return redirect("/arena#submit", "Choose an archive file (.tar.gz or .zip) to upload.",
@@ -144,10 +149,8 @@ def _text(value: object) -> str | None:
 
 @router.post("/arena/collections/git")
 def submit_git(request: Request, viewer: ViewerDep, url: Annotated[str, Form()] = "",
-               ref: Annotated[str, Form()] = "", name: Annotated[str, Form()] = "",
-               csrf: Annotated[str, Form()] = "") -> Response:
+               ref: Annotated[str, Form()] = "", name: Annotated[str, Form()] = "") -> Response:
     """Register a collection from a git URL and ref (pinned to the resolved commit)."""
-    check_csrf(request, csrf)
     settings, db = request.app.state.settings, db_of(request)
     if not url.strip():
         return redirect("/arena#submit", "Give the git URL of the collection.", "error")
@@ -164,12 +167,30 @@ def submit_git(request: Request, viewer: ViewerDep, url: Annotated[str, Form()] 
                        col.warning_count)
 
 
+@router.post("/arena/collections/hf")
+def submit_hf(request: Request, viewer: ViewerDep, url: Annotated[str, Form()] = "",
+              name: Annotated[str, Form()] = "") -> Response:
+    """Register a collection from a public Hugging Face dataset (pinned to a commit)."""
+    settings, db = request.app.state.settings, db_of(request)
+    if not url.strip():
+        return redirect("/arena#submit", "Give the hf://datasets/ORG/NAME@REVISION URL.",
+                        "error")
+    try:
+        src = HfSource(url=url.strip(), name=name.strip() or None)
+        col = col_svc.register(db, settings, viewer.principal,
+                               col_svc.stage_hf(settings, viewer.principal, src))
+    except ServiceError as exc:
+        return redirect("/arena#submit", f"The dataset was not registered: {exc.message}",
+                        "error")
+    return _registered(col.id, col.name, col.eligible_count, col.error_count,
+                       col.warning_count)
+
+
 @router.post("/arena/collections/path")
 def submit_path(request: Request, viewer: ViewerDep, path: Annotated[str, Form()] = "",
-                name: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = ""
+                name: Annotated[str, Form()] = ""
                 ) -> Response:
     """Register a collection from a folder on the server (editors, or allowed roots)."""
-    check_csrf(request, csrf)
     settings, db = request.app.state.settings, db_of(request)
     if not path.strip():
         return redirect("/arena#submit", "Give the server path of the collection.", "error")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -10,14 +11,13 @@ from pydantic import ValidationError
 
 from posttrain_arena.service import board as svc
 from posttrain_arena.service.api.deps import TOKEN_COOKIE
-from posttrain_arena.service.auth import authenticate
+from posttrain_arena.service.auth import identify
 from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.schemas import MessageCreate, ThreadCreate
 from posttrain_arena.service.views import user_names
 from posttrain_arena.service.web.page import (
     PageRoute,
     Viewer,
-    check_csrf,
     db_of,
     get_viewer,
     redirect,
@@ -78,10 +78,9 @@ def _thread(thread_id: int, request: Request, viewer: Viewer, status_code: int =
 
 @router.post("/board/threads")
 def new_thread(request: Request, viewer: ViewerDep, title: Annotated[str, Form()] = "",
-               body: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = ""
+               body: Annotated[str, Form()] = ""
                ) -> Response:
     """Open a thread; rate-limit and input problems come back as a message on the board."""
-    check_csrf(request, csrf)
     try:
         data = ThreadCreate(title=title.strip(), body=body.strip())
         with db_of(request).write() as s:
@@ -96,9 +95,8 @@ def new_thread(request: Request, viewer: ViewerDep, title: Annotated[str, Form()
 
 @router.post("/board/{thread_id}/messages")
 def reply(thread_id: int, request: Request, viewer: ViewerDep,
-          body: Annotated[str, Form()] = "", csrf: Annotated[str, Form()] = "") -> Response:
+          body: Annotated[str, Form()] = "") -> Response:
     """Reply in a thread."""
-    check_csrf(request, csrf)
     back = f"/board/{thread_id}"
     try:
         data = MessageCreate(body=body.strip())
@@ -120,26 +118,34 @@ def signin_page(request: Request, viewer: ViewerDep, next: str = "/arena") -> Re
 
 
 def _safe_next(url: str) -> str:
-    """Only same-site paths may be redirect targets."""
-    return url if url.startswith("/") and not url.startswith("//") else "/arena"
+    """A redirect target that stays on this site: a path (with its query and fragment),
+    never a scheme or host. Browsers read `/\\host` and `//host` as another site, and
+    drop tabs and newlines, so a backslash or control character anywhere refuses it."""
+    if (not url.startswith("/") or url.startswith("//") or "\\" in url
+            or any(ord(c) < 0x21 or ord(c) == 0x7F for c in url)):
+        return "/arena"
+    parts = urlsplit(url)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/"):
+        return "/arena"
+    return urlunsplit(("", "", parts.path, parts.query, parts.fragment))
+
+
+def _signin_again(target: str, message: str) -> Response:
+    return redirect(f"/signin?{urlencode({'next': target})}", message, "error")
 
 
 @router.post("/signin")
 def signin(request: Request, token: Annotated[str, Form()] = "",
-           csrf: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "/arena"
-           ) -> Response:
+           next: Annotated[str, Form()] = "/arena") -> Response:
     """Check the token and keep it in an HttpOnly cookie."""
-    check_csrf(request, csrf)
     token = token.strip()
     target = _safe_next(next)
     if not token:
-        return redirect(f"/signin?next={target}", "Paste your API token to sign in.", "error")
-    db, external = db_of(request), request.app.state.external_checker
+        return _signin_again(target, "Paste your API token to sign in.")
     try:
-        with db.write() if external is not None else db.read() as s:
-            principal = authenticate(s, token, external)
+        principal = identify(db_of(request), token, request.app.state.external_checker)
     except ServiceError as exc:
-        return redirect(f"/signin?next={target}", f"Sign-in failed: {exc.message}", "error")
+        return _signin_again(target, f"Sign-in failed: {exc.message}")
     response: RedirectResponse = redirect(
         target, f"Signed in as {principal.name} ({principal.role}).")
     response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="lax",
@@ -148,9 +154,8 @@ def signin(request: Request, token: Annotated[str, Form()] = "",
 
 
 @router.post("/signout")
-def signout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
+def signout(request: Request) -> Response:
     """Forget the token cookie."""
-    check_csrf(request, csrf)
     response = redirect("/", "Signed out.")
     response.delete_cookie(TOKEN_COOKIE)
     return response

@@ -23,9 +23,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
 
 from posttrain_arena.service.api.deps import TOKEN_COOKIE
-from posttrain_arena.service.auth import ANONYMOUS, Principal, Role, authenticate
+from posttrain_arena.service.api.gate import ENVELOPE_BYTES
+from posttrain_arena.service.auth import ANONYMOUS, Principal, Role, identify
+from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import BadRequest, ServiceError, Unauthorized
 from posttrain_arena.spec.domains import Domain
@@ -103,14 +106,16 @@ def db_of(request: Request) -> Database:
 
 
 def get_viewer(request: Request) -> Viewer:
-    """The viewer from the sign-in cookie; a bad token reads as anonymous (and is cleared)."""
+    """The viewer from the sign-in cookie; a bad token reads as anonymous (and is cleared).
+    A form's viewer was found before its body was read (WebGate)."""
+    known = getattr(request.state, "viewer", None)
+    if isinstance(known, Viewer):
+        return known
     token = request.cookies.get(TOKEN_COOKIE)
     if not token:
         return Viewer(ANONYMOUS)
-    db, external = db_of(request), request.app.state.external_checker
     try:
-        with db.write() if external is not None else db.read() as session:
-            return Viewer(authenticate(session, token, external))
+        return Viewer(identify(db_of(request), token, request.app.state.external_checker))
     except Unauthorized:
         return Viewer(ANONYMOUS, bad_token=True)
 
@@ -124,12 +129,46 @@ def csrf_token(request: Request) -> str:
     return str(token)
 
 
-def check_csrf(request: Request, submitted: str) -> None:
-    """Refuse a form whose CSRF field does not match this browser's token."""
+def check_csrf(request: Request) -> None:
+    """Refuse a form whose CSRF token (in its action URL's `csrf` parameter, so that it is
+    read before the body) does not match this browser's token."""
     expected = request.cookies.get(CSRF_COOKIE)
+    submitted = request.query_params.get("csrf", "")
     if not expected or not submitted or not hmac.compare_digest(expected, submitted):
         raise BadRequest("this form has expired or came from another site; go back, reload "
                          "the page and submit it again")
+
+
+#: Forms anyone may post (with the CSRF token): signing in, and out.
+_OPEN_FORMS = ("/signin", "/signout")
+_UPLOAD_FORM = "/arena/collections/upload"
+
+
+class WebGate:
+    """Form posts to the pages: the CSRF token and a signed-in viewer, checked before the
+    body is read (guard.py); a small bound on every form but the archive upload."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    def applies(self, path: str) -> bool:
+        return not path.startswith(("/api/", "/static/"))
+
+    def limit(self, path: str) -> int:
+        if path == _UPLOAD_FORM:
+            return self.settings.upload_max_bytes + ENVELOPE_BYTES
+        return self.settings.body_max_bytes
+
+    async def check(self, request: Request) -> None:
+        check_csrf(request)
+        viewer = await run_in_threadpool(get_viewer, request)
+        if request.url.path not in _OPEN_FORMS and not viewer.signed_in:
+            raise Unauthorized("this needs you to sign in with your API token; your form was "
+                               "not sent")
+        request.state.viewer = viewer
+
+    def refuse(self, request: Request, exc: ServiceError) -> Response:
+        return error_page(request, exc.status_code, exc.message)
 
 
 def _set_cookies(request: Request, response: Response, viewer: Viewer | None) -> None:

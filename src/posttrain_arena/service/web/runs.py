@@ -19,7 +19,6 @@ from posttrain_arena.service.views import user_names
 from posttrain_arena.service.web.page import (
     PageRoute,
     Viewer,
-    check_csrf,
     db_of,
     get_viewer,
     redirect,
@@ -52,10 +51,9 @@ def launch_page(collection_id: int, request: Request, viewer: ViewerDep,
 
 @router.post("/arena/runs")
 def launch(request: Request, viewer: ViewerDep, challenge: Annotated[str, Form()],
-           collection_id: Annotated[int, Form()], request_id: Annotated[str, Form()] = "",
-           csrf: Annotated[str, Form()] = "") -> Response:
+           collection_id: Annotated[int, Form()],
+           request_id: Annotated[str, Form()] = "") -> Response:
     """Launch the run (idempotent on the form's request id) and go to its page."""
-    check_csrf(request, csrf)
     req = RunRequest(challenge=challenge, collection_id=collection_id,
                      request_id=request_id[:100] or None)
     try:
@@ -94,10 +92,8 @@ def _back(run_id: int, message: str, kind: str = "info") -> Response:
 
 
 @router.post("/arena/runs/{run_id}/cancel")
-def cancel(run_id: int, request: Request, viewer: ViewerDep,
-           csrf: Annotated[str, Form()] = "") -> Response:
+def cancel(run_id: int, request: Request, viewer: ViewerDep) -> Response:
     """Cancel a queued or running run (its author or an editor)."""
-    check_csrf(request, csrf)
     try:
         with db_of(request).write() as s:
             run_svc.cancel(s, viewer.principal, run_id)
@@ -109,10 +105,8 @@ def cancel(run_id: int, request: Request, viewer: ViewerDep,
 
 
 @router.post("/arena/runs/{run_id}/collect")
-def collect(run_id: int, request: Request, viewer: ViewerDep,
-            csrf: Annotated[str, Form()] = "") -> Response:
+def collect(run_id: int, request: Request, viewer: ViewerDep) -> Response:
     """Store the scored run's result for review (its author or an editor)."""
-    check_csrf(request, csrf)
     try:
         with db_of(request).write() as s:
             res_svc.collect(s, viewer.principal, run_id)
@@ -125,10 +119,8 @@ def collect(run_id: int, request: Request, viewer: ViewerDep,
 
 @router.post("/arena/runs/{run_id}/review")
 def review(run_id: int, request: Request, viewer: ViewerDep,
-           decision: Annotated[str, Form()] = "", note: Annotated[str, Form()] = "",
-           csrf: Annotated[str, Form()] = "") -> Response:
+           decision: Annotated[str, Form()] = "", note: Annotated[str, Form()] = "") -> Response:
     """Accept or reject the run's result, with a note (editors)."""
-    check_csrf(request, csrf)
     try:
         body = ReviewIn(decision=Decision(decision), note=note.strip())
     except ValueError:
