@@ -209,6 +209,8 @@ def _task_md_warnings(root: Path, parsed: ParsedTaskMd) -> list[Finding]:
         for key in unknown_keys(parsed.frontmatter):
             out.append(_f("warning", "unknown-key", where, "unknown key, ignored; check its "
                           "spelling against `arena task schema`", parsed.lines.get(key), key))
+        for key, message in parsed.frontmatter.metadata.descriptive_notes():
+            out.append(_f("warning", "descriptive", where, message, parsed.lines.get(key), key))
     if parsed.body is not None:
         seen: set[tuple[str, str]] = set()
         for s in parsed.body.sections:

@@ -1,0 +1,213 @@
+"""verifier/verifier.md: the verifier's description, and the rubric that makes the reward.
+
+Published packages describe their verifier in the YAML frontmatter of
+`verifier/verifier.md`. Only `rubric` is acted on (under `verifier:`, as published, or
+at the top level); everything else there is descriptive and never an error:
+
+    verifier:
+      rubric:
+        combine: weighted_sum
+        dimensions:
+          correctness: {weight: 0.7, source: pytest}
+          style: {weight: 0.3}
+
+`score(rubric, reward_json, reward)` is the pure function that turns a verifier's
+output into the reward: each dimension's score is read from `reward.json`
+(`{"dimensions": {"style": 0.5}}` or top-level `{"style": 0.5}`), each in [0, 1], and
+the reward is their weighted sum with the weights normalised to add up to 1. A
+verifier that writes one number and no dimension (every published package) keeps that
+number as its reward. Every dimension or none: a verifier that scores some dimensions
+and not others, writes a score outside [0, 1], or writes a `reward` that disagrees with
+the weighted sum, has no reward (a verifier error with the reason).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from posttrain_arena.spec.findings import Finding, Severity
+from posttrain_arena.spec.yamlsafe import MAX_YAML_BYTES, YamlProblem, load_yaml
+
+VERIFIER_MD = "verifier.md"
+AGREEMENT = 1e-6
+"""How far a written `reward` may be from the weighted sum (float noise, not a choice)."""
+
+
+class Dimension(BaseModel):
+    """One scored aspect of the final state."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    weight: float = Field(ge=0, le=1_000_000, description="Relative weight in the sum")
+    source: str | None = Field(default=None, description="What scores it (descriptive)")
+
+    @field_validator("weight")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+class Rubric(BaseModel):
+    """How per-dimension scores combine into the reward."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    combine: Literal["weighted_sum"] = Field(
+        default="weighted_sum", description="Only the weighted sum is defined"
+    )
+    dimensions: dict[str, Dimension] = Field(
+        min_length=1, description="Dimension name -> weight (and descriptive fields)"
+    )
+
+    @field_validator("dimensions")
+    @classmethod
+    def _some_weight(cls, value: dict[str, Dimension]) -> dict[str, Dimension]:
+        if sum(d.weight for d in value.values()) <= 0:
+            raise ValueError("the weights add up to 0; give at least one dimension a "
+                             "positive weight")
+        return value
+
+    @property
+    def total_weight(self) -> float:
+        return sum(d.weight for d in self.dimensions.values())
+
+
+class DimensionScore(BaseModel):
+    """One dimension's part in a reward (recorded in the trial's details)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    score: float
+    weight: float = Field(description="Normalised weight (the weights add up to 1)")
+
+
+class RubricScore(BaseModel):
+    """The outcome of `score`: a reward with its dimensions, or why there is none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reward: float | None
+    reason: str | None = None
+    dimensions: list[DimensionScore] = Field(default_factory=list)
+
+
+def score(rubric: Rubric, reward_json: Any, reward: float | None) -> RubricScore:
+    """The reward a rubric gives to a verifier's output.
+
+    `reward_json` is the parsed reward.json (None when absent); `reward` the single
+    number the verifier wrote (None when it wrote none).
+    """
+    scores = _dimension_values(reward_json)
+    named = {n: scores[n] for n in rubric.dimensions if n in scores}
+    if not named:
+        if reward is None:
+            return RubricScore(reward=None, reason="the verifier wrote no reward and no "
+                               f"rubric dimension ({', '.join(rubric.dimensions)})")
+        return RubricScore(reward=reward)
+    missing = [n for n in rubric.dimensions if n not in named]
+    if missing:
+        return RubricScore(reward=None, reason="reward.json scores "
+                           f"{', '.join(sorted(named))} but not {', '.join(missing)}; a "
+                           "rubric reward needs every dimension")
+    total = rubric.total_weight
+    parts: list[DimensionScore] = []
+    for name, dim in rubric.dimensions.items():
+        value = named[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or not 0.0 <= value <= 1.0:
+            return RubricScore(reward=None, reason=f"reward.json: dimension {name!r} is "
+                               f"{value!r}; each score must be a number in [0, 1]")
+        parts.append(DimensionScore(name=name, score=float(value), weight=dim.weight / total))
+    combined = min(1.0, max(0.0, sum(p.score * p.weight for p in parts)))
+    if reward is not None and abs(reward - combined) > AGREEMENT:
+        return RubricScore(reward=None, dimensions=parts, reason=(
+            f"the verifier wrote reward {reward:g} but its rubric dimensions give "
+            f"{combined:g}; write one or make them agree"))
+    return RubricScore(reward=combined, dimensions=parts)
+
+
+def _dimension_values(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {}
+    nested = data.get("dimensions")
+    if isinstance(nested, dict):
+        return {str(k): v for k, v in nested.items()}
+    return {str(k): v for k, v in data.items() if k != "reward"}
+
+
+def load_rubric(verifier_dir: Path, text: str | None) -> tuple[Rubric | None, list[Finding]]:
+    """The rubric in verifier.md's frontmatter (`text`, None when there is no file).
+
+    Errors only where the rubric is concerned: it changes the reward. The rest of the
+    file is descriptive; a frontmatter that does not parse is an error because it may
+    hold a rubric that would then be silently ignored.
+    """
+    where = str(verifier_dir / VERIFIER_MD)
+    if text is None:
+        return None, []
+    lines_of = text.removeprefix("\ufeff").splitlines()
+    if not lines_of or lines_of[0].strip() != "---":
+        return None, []  # prose only: no frontmatter, no rubric
+    end = next((i for i in range(1, len(lines_of)) if lines_of[i].strip() in ("---", "...")),
+               None)
+    if end is None:
+        return None, [_err(where, "the YAML frontmatter is never closed; add a '---' line "
+                           "after it", 1)]
+    yaml_text = "\n".join(lines_of[1:end])
+    if len(yaml_text.encode()) > MAX_YAML_BYTES:
+        return None, [_err(where, "the frontmatter is larger than 256 KiB", 1)]
+    try:
+        data, lines = load_yaml(yaml_text)
+    except YamlProblem as exc:
+        return None, [_err(where, f"{exc} (it may declare the reward's rubric)",
+                           exc.line + 1 if exc.line is not None else None)]
+    if not isinstance(data, dict):
+        return None, []
+    raw, prefix = _rubric_of(data)
+    if raw is None:
+        return None, []
+    try:
+        rubric = Rubric.model_validate(raw)
+    except ValidationError as exc:
+        out = []
+        for e in exc.errors():
+            field = ".".join([prefix, *[str(p) for p in e["loc"]]])
+            line = next((lines[k] + 1 for k in _prefixes(field) if k in lines), None)
+            msg = "is required" if e["type"] == "missing" else e["msg"]
+            out.append(Finding(severity=Severity.ERROR, code="rubric", path=where, line=line,
+                               field=field, message=msg))
+        return None, out
+    notes: list[Finding] = []
+    if abs(rubric.total_weight - 1.0) > 1e-9:
+        notes.append(Finding(severity=Severity.WARNING, code="rubric", path=where,
+                             line=lines.get(f"{prefix}.dimensions", -1) + 1 or None,
+                             field=f"{prefix}.dimensions", message=(
+                                 f"the weights add up to {rubric.total_weight:g}; they are "
+                                 "normalised to add up to 1")))
+    return rubric, notes
+
+
+def _rubric_of(data: dict[str, Any]) -> tuple[Any, str]:
+    verifier = data.get("verifier")
+    if isinstance(verifier, dict) and "rubric" in verifier:
+        return verifier["rubric"], "verifier.rubric"
+    if "rubric" in data:
+        return data["rubric"], "rubric"
+    return None, ""
+
+
+def _prefixes(dotted: str) -> list[str]:
+    parts = dotted.split(".")
+    return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def _err(where: str, message: str, line: int | None) -> Finding:
+    return Finding(severity=Severity.ERROR, code="rubric", path=where, line=line,
+                   message=message)
