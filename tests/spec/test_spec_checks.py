@@ -39,7 +39,7 @@ def test_starting_kit_template_checks_clean() -> None:
 @pytest.mark.parametrize(
     ("drop", "code"),
     [
-        (("task.md",), "missing"),
+        (("task.md",), "layout"),
         (("environment/Dockerfile",), "dockerfile"),
         (("oracle/solve.sh",), "oracle"),
         (("verifier/test.sh", "verifier/test_outputs.py"), "verifier"),
@@ -243,5 +243,5 @@ def test_a_collection_passed_as_a_task_gets_a_hint(tmp_path: Path) -> None:
     from .conftest import write_collection
 
     report = check_task(write_collection(tmp_path / "c", 1))
-    assert "missing" in codes(report, Severity.ERROR)
-    assert "collection" in codes(report, Severity.WARNING)
+    [error] = report.errors
+    assert error.code == "layout" and "arena collection check" in error.message

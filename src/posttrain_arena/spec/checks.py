@@ -20,12 +20,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain_arena.spec import dockerfile as df
-from posttrain_arena.spec.findings import Finding, Severity
+from posttrain_arena.spec.findings import Finding, Severity, SpecError
+from posttrain_arena.spec.harbor import parse_harbor
 from posttrain_arena.spec.inventory import Inventory, hash_contents, walk
 from posttrain_arena.spec.package import (
+    LAYOUT_DIRS,
+    Layout,
     ParsedTaskMd,
     TaskPackage,
     VerifierKind,
+    detect_layout,
+    harbor_verifier,
+    missing_harbor_verifier,
     missing_verifier,
     parse_task_md,
 )
@@ -66,6 +72,7 @@ class TaskReport(BaseModel):
     findings: list[Finding] = Field(default_factory=list, description="Errors and warnings")
     checksum: str | None = Field(default=None, description="Canonical content hash")
     domain: str | None = Field(default=None, description="metadata.category, if it parsed")
+    layout: Layout | None = Field(default=None, description="posttrain or harbor, if either")
     package: TaskPackage | None = Field(
         default=None, exclude=True, description="The loaded package when there are no errors"
     )
@@ -103,27 +110,41 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
                f"{msg}; a task package is a folder with task.md")])
     inv = walk(root, limits.max_entries)
     findings = _tree_findings(root, inv, limits)
+    try:
+        layout = detect_layout(root)
+    except SpecError as exc:
+        return TaskReport(path=str(root), name=name, findings=findings + list(exc.findings))
+    secret = LAYOUT_DIRS[layout][:2]
     readable = not any(f.severity is Severity.ERROR for f in findings)
     if readable:
-        hash_contents(inv, _leak_candidates(inv))
+        hash_contents(inv, _leak_candidates(inv, secret))
         findings += [_f("error", "unreadable", str(root / rel), f"cannot read: {why}")
                      for rel, why in inv.unreadable]
-    parsed = parse_task_md(root)
-    findings += parsed.findings + _task_md_warnings(root, parsed)
-    if parsed.body is None and (root / "envs").is_dir():
-        findings.append(_f("warning", "collection", str(root), "this looks like a collection "
-                           "(it has envs/); check it with `arena collection check`"))
-    kind = _verifier_kind(inv)
-    findings += _layout_findings(root, inv, kind)
+    if layout is Layout.HARBOR:
+        harbor = parse_harbor(root)
+        frontmatter, body, rubric = harbor.frontmatter, harbor.body, None
+        findings += harbor.findings
+        kind = harbor_verifier(root)
+        if kind is None:
+            findings.append(missing_harbor_verifier(root))
+    else:
+        parsed = parse_task_md(root)
+        frontmatter, body, rubric = parsed.frontmatter, parsed.body, parsed.rubric
+        findings += parsed.findings + _task_md_warnings(root, parsed)
+        kind = _verifier_kind(inv)
+        if kind is None:
+            findings.append(missing_verifier(root))
+    findings += _layout_findings(root, inv, secret[1])
     findings += _dockerfile_findings(root, inv)
-    findings += _leak_findings(root, inv)
-    report = TaskReport(path=str(root), name=name, findings=findings, checksum=inv.checksum)
-    if parsed.frontmatter is not None:
-        report.domain = parsed.frontmatter.metadata.category.value
-    if report.ok and parsed.frontmatter and parsed.body and kind and inv.checksum:
-        report.package = TaskPackage(root=root, name=name, frontmatter=parsed.frontmatter,
-                                     body=parsed.body, verifier_kind=kind,
-                                     checksum=inv.checksum)
+    findings += _leak_findings(root, inv, secret)
+    report = TaskReport(path=str(root), name=name, findings=findings, checksum=inv.checksum,
+                        layout=layout)
+    if frontmatter is not None:
+        report.domain = frontmatter.metadata.category.value
+    if report.ok and frontmatter and body and kind and inv.checksum:
+        report.package = TaskPackage(root=root, name=name, frontmatter=frontmatter, body=body,
+                                     verifier_kind=kind, checksum=inv.checksum, layout=layout,
+                                     rubric=rubric)
     return report
 
 
@@ -235,13 +256,11 @@ def _verifier_kind(inv: Inventory) -> VerifierKind | None:
     return None
 
 
-def _layout_findings(root: Path, inv: Inventory, kind: VerifierKind | None) -> list[Finding]:
+def _layout_findings(root: Path, inv: Inventory, oracle: str) -> list[Finding]:
     kinds = {e.rel: e.kind for e in inv.entries}
     out: list[Finding] = []
-    if kind is None:
-        out.append(missing_verifier(root))
-    if kinds.get("oracle/solve.sh") != "file":
-        out.append(_f("error", "oracle", str(root / "oracle"), "no oracle/solve.sh; add the "
+    if kinds.get(f"{oracle}/solve.sh") != "file":
+        out.append(_f("error", "oracle", str(root / oracle), f"no {oracle}/solve.sh; add the "
                       "reference solution (it runs inside the task image)"))
     if kinds.get("environment/Dockerfile") != "file":
         what = "is not a regular file" if "environment/Dockerfile" in kinds else "is missing"
@@ -292,18 +311,19 @@ def _dockerfile_findings(root: Path, inv: Inventory) -> list[Finding]:
 # --- answer leaks ------------------------------------------------------------------------
 
 
-def _leak_candidates(inv: Inventory) -> set[str]:
+def _leak_candidates(inv: Inventory, dirs: tuple[str, ...]) -> set[str]:
     """Files worth a content digest: oracle/verifier files and same-sized env files."""
+    prefixes = tuple(f"{d}/" for d in dirs)
     secret = [e for e in inv.entries if e.kind == "file" and e.size > 0
-              and e.rel.startswith(("oracle/", "verifier/"))]
+              and e.rel.startswith(prefixes)]
     sizes = {e.size for e in secret}
     env = [e for e in inv.under("environment") if e.kind == "file" and e.size in sizes]
     return {e.rel for e in secret} | {e.rel for e in env} if env else set()
 
 
-def _leak_findings(root: Path, inv: Inventory) -> list[Finding]:
+def _leak_findings(root: Path, inv: Inventory, dirs: tuple[str, ...]) -> list[Finding]:
     secret: dict[str, str] = {}
-    for top in ("verifier", "oracle"):
+    for top in dirs:
         for e in inv.under(top):
             if e.kind == "file" and e.digest and e.size > 0:
                 secret.setdefault(e.digest, e.rel)
@@ -314,7 +334,7 @@ def _leak_findings(root: Path, inv: Inventory) -> list[Finding]:
         where = str(root / e.rel)
         twin = secret.get(e.digest or "")
         if twin is not None:
-            data_only = twin.startswith("verifier/data/")
+            data_only = twin.startswith(f"{dirs[0]}/data/")
             out.append(_f("warning" if data_only else "error", "answer-leak", where,
                           f"identical to {twin}: the agent can read it in the image"
                           + ("; fine if it is an input, a leak if it is the expected answer"

@@ -17,6 +17,7 @@ from posttrain_arena.spec.body import Section, TaskBody, parse_body, sidecar_kin
 from posttrain_arena.spec.domains import Domain
 from posttrain_arena.spec.files import read_small_file, read_text_file
 from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
+from posttrain_arena.spec.harbor import TASK_TOML, is_harbor, parse_harbor
 from posttrain_arena.spec.hashing import tree_hash
 from posttrain_arena.spec.rubric import VERIFIER_MD, Rubric, load_rubric
 from posttrain_arena.spec.task import SPELLINGS, TaskFrontmatter, normalize_spellings
@@ -259,26 +260,68 @@ def missing_verifier(root: Path) -> Finding:
                 "verifier/verifier.py, verifier/test.sh or verifier/test_outputs.py")
 
 
+def detect_layout(root: Path) -> Layout:
+    """The format `root` is written in; SpecError when it is none of them, or both."""
+    posttrain = (root / TASK_MD).exists() or (root / TASK_MD).is_symlink()
+    harbor = is_harbor(root)
+    if posttrain and harbor:
+        raise SpecError([_err("layout", str(root), f"both {TASK_MD} and {TASK_TOML}: is this "
+                              "a PostTrain package or a Harbor task? Keep one (`arena task "
+                              "convert` writes either format from the other)")])
+    if harbor:
+        return Layout.HARBOR
+    if posttrain:
+        return Layout.POSTTRAIN
+    hint = (" It has envs/: check it as a collection (`arena collection check`)."
+            if (root / "envs").is_dir() else "")
+    raise SpecError([_err("layout", str(root), f"not a task package: no {TASK_MD} (the "
+                          f"PostTrain / BenchFlow layout) and no {TASK_TOML} (the Harbor "
+                          "layout). Point at the folder that holds one, or start one with "
+                          f"`arena task new`.{hint}")])
+
+
+def harbor_verifier(root: Path) -> VerifierKind | None:
+    """A Harbor task's verifier entry point: tests/test.sh, the only one Harbor runs."""
+    return VerifierKind.TEST_SH if (root / "tests" / "test.sh").is_file() else None
+
+
+def missing_harbor_verifier(root: Path) -> Finding:
+    """The finding for a Harbor task without tests/test.sh."""
+    return _err("verifier", str(root / "tests" / "test.sh"), "no tests/test.sh; a Harbor "
+                "task is verified by it (it writes /logs/verifier/reward.txt)")
+
+
 def load_task(path: Path | str, checksum: str | None = None) -> TaskPackage:
-    """Load a task package; raise SpecError listing every blocking problem found.
+    """Load a task package (PostTrain or Harbor layout); raise SpecError listing every
+    blocking problem found.
 
     `checksum`, when the caller has already hashed the tree (the checks do, in their
     single walk), saves reading every file a second time.
     """
     root = Path(path)
     if not root.is_dir():
-        raise SpecError([_err("not-a-directory", str(root),
-                              "not a task directory (expected a folder with task.md)")])
-    parsed = parse_task_md(root)
-    findings = list(parsed.findings)
-    kind = detect_verifier(root / "verifier")
-    if kind is None:
-        findings.append(missing_verifier(root))
+        raise SpecError([_err("not-a-directory", str(root), "not a task directory (expected "
+                              f"a folder with {TASK_MD}, or {TASK_TOML} for a Harbor task)")])
+    layout = detect_layout(root)
+    if layout is Layout.HARBOR:
+        harbor = parse_harbor(root)
+        frontmatter, body, rubric = harbor.frontmatter, harbor.body, None
+        findings = list(harbor.findings)
+        kind = harbor_verifier(root)
+        if kind is None:
+            findings.append(missing_harbor_verifier(root))
+    else:
+        parsed = parse_task_md(root)
+        frontmatter, body, rubric = parsed.frontmatter, parsed.body, parsed.rubric
+        findings = list(parsed.findings)
+        kind = detect_verifier(root / "verifier")
+        if kind is None:
+            findings.append(missing_verifier(root))
     blocking = [f for f in findings if f.severity is Severity.ERROR]
-    if parsed.frontmatter is None or parsed.body is None or kind is None or blocking:
+    if frontmatter is None or body is None or kind is None or blocking:
         raise SpecError(blocking)
-    return TaskPackage(root=root, name=root.resolve().name, frontmatter=parsed.frontmatter,
-                       body=parsed.body, verifier_kind=kind, rubric=parsed.rubric,
+    return TaskPackage(root=root, name=root.resolve().name, frontmatter=frontmatter,
+                       body=body, verifier_kind=kind, rubric=rubric, layout=layout,
                        checksum=checksum or tree_hash(root))
 
 

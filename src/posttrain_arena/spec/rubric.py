@@ -23,6 +23,7 @@ the weighted sum, has no reward (a verifier error with the reason).
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -211,3 +212,26 @@ def _prefixes(dotted: str) -> list[str]:
 def _err(where: str, message: str, line: int | None) -> Finding:
     return Finding(severity=Severity.ERROR, code="rubric", path=where, line=line,
                    message=message)
+
+
+MAX_REWARD_JSON = 65_536
+
+
+def read_reward_json(logs: Path) -> Any:
+    """reward.json in a verifier's output folder, parsed; None when absent, not a
+    regular file, larger than 64 KiB or not JSON (the trial's reward reading reports
+    those)."""
+    path = logs / "reward.json"
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_REWARD_JSON:
+            return None
+        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+
+
+def scores_dimensions(rubric: Rubric, reward_json: Any) -> bool:
+    """Whether reward.json scores at least one of the rubric's dimensions (only then
+    does the rubric decide the reward; one number alone works as it always has)."""
+    values = _dimension_values(reward_json)
+    return any(name in values for name in rubric.dimensions)
