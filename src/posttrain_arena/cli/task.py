@@ -93,3 +93,40 @@ def new(
         _dump({"ok": True, "path": str(target), "category": category.value})
     else:
         typer.echo(f"wrote {target}\nnext: arena task check {target} && arena task run {target}")
+
+
+@task_app.command("convert")
+def convert(
+    directory: Path = typer.Argument(..., help="The task package to convert."),
+    out: Path = typer.Argument(..., help="Where to write the converted package (new folder)."),
+    to: str = typer.Option(..., "--to", help="Target layout: harbor or posttrain."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Write a PostTrain package as a Harbor task, or a Harbor task as a PostTrain package.
+
+    The output is loaded again and compared with the source (prompt, limits, verifier,
+    rubric); nothing is run. Exit 1 when the source does not load or cannot be converted.
+    """
+    from posttrain_arena.spec.convert import convert as run_convert
+    from posttrain_arena.spec.findings import SpecError
+    from posttrain_arena.spec.package import Layout
+
+    try:
+        layout = Layout(to)
+    except ValueError:
+        raise typer.BadParameter("use harbor or posttrain", param_hint="--to") from None
+    try:
+        done = run_convert(directory, layout, out)
+    except SpecError as exc:
+        if as_json:
+            _dump({"ok": False, "findings": [f.render() for f in exc.findings]})
+        else:
+            print_findings(exc.findings)
+        raise typer.Exit(1) from None
+    if as_json:
+        _dump({"ok": True, **done.model_dump(mode="json")})
+        return
+    for note in done.notes:
+        typer.secho(f"note: {note}", fg="yellow")
+    typer.echo(f"wrote {done.target} ({done.layout.value} layout)\n"
+               f"next: arena task check {done.target} && arena task run {done.target}")

@@ -114,7 +114,7 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
         layout = detect_layout(root)
     except SpecError as exc:
         return TaskReport(path=str(root), name=name, findings=findings + list(exc.findings))
-    secret = LAYOUT_DIRS[layout][:2]
+    secret = LAYOUT_DIRS[layout]
     readable = not any(f.severity is Severity.ERROR for f in findings)
     if readable:
         hash_contents(inv, _leak_candidates(inv, secret))
@@ -122,7 +122,7 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
                      for rel, why in inv.unreadable]
     if layout is Layout.HARBOR:
         harbor = parse_harbor(root)
-        frontmatter, body, rubric = harbor.frontmatter, harbor.body, None
+        frontmatter, body, rubric = harbor.frontmatter, harbor.body, harbor.rubric
         findings += harbor.findings
         kind = harbor_verifier(root)
         if kind is None:

@@ -30,12 +30,15 @@ from posttrain_arena.spec.body import Section, TaskBody
 from posttrain_arena.spec.domains import SLUGS
 from posttrain_arena.spec.files import err, read_text_file
 from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
+from posttrain_arena.spec.rubric import Rubric, read_rubric
 from posttrain_arena.spec.task import TaskFrontmatter
 
 TASK_TOML = "task.toml"
 INSTRUCTION_MD = "instruction.md"
 MAX_TOML_BYTES = 256 * 1024
 MAX_INSTRUCTION_BYTES = 1024 * 1024
+HARBOR_TESTS_MOUNT = "/tests"
+"""Harbor uploads tests/ there; its test.sh files name that path."""
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 
 #: Terminal-Bench / Harbor category words -> this arena's domains.
@@ -63,6 +66,7 @@ class ParsedHarbor(NamedTuple):
     body: TaskBody | None
     lines: dict[str, int]
     findings: list[Finding]
+    rubric: Rubric | None = None
 
 
 def is_harbor(root: Path) -> bool:
@@ -127,7 +131,8 @@ def parse_harbor(root: Path) -> ParsedHarbor:
                                 "empty; write the agent's instruction in it"))
         body = TaskBody(sections=[Section(kind="prompt", name="prompt", text=prompt.strip(),
                                           line=1, path=INSTRUCTION_MD)], text=prompt.strip())
-    return ParsedHarbor(frontmatter, body, lines, findings)
+    rubric, rubric_findings = read_rubric(root / "tests")
+    return ParsedHarbor(frontmatter, body, lines, findings + rubric_findings, rubric)
 
 
 def to_frontmatter(data: dict[str, Any], workdir: str | None) -> tuple[dict[str, Any],
@@ -167,6 +172,15 @@ def to_frontmatter(data: dict[str, Any], workdir: str | None) -> tuple[dict[str,
         env.setdefault("workdir", workdir)
     agent = {k: v for k, v in _table(data, "agent").items() if k == "timeout_sec"}
     verifier = {k: v for k, v in _table(data, "verifier").items() if k == "timeout_sec"}
+    verifier["mount"] = HARBOR_TESTS_MOUNT
+    # limits this arena adds, kept by `arena task convert --to harbor` in a free-form table
+    arena = meta.pop("arena", None)
+    if isinstance(arena, dict):
+        for key in ("pids_limit",):
+            if key in arena:
+                env[key] = arena[key]
+        if "state_paths" in arena:
+            verifier["state_paths"] = arena["state_paths"]
     agent.setdefault("timeout_sec", 600)
     verifier.setdefault("timeout_sec", 600)
     # task.toml's schema_version is Harbor's own; the mapped model is task.md's 1.0

@@ -19,9 +19,9 @@ from posttrain_arena.spec.files import read_small_file, read_text_file
 from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
 from posttrain_arena.spec.harbor import TASK_TOML, is_harbor, parse_harbor
 from posttrain_arena.spec.hashing import tree_hash
-from posttrain_arena.spec.rubric import VERIFIER_MD, Rubric, load_rubric
+from posttrain_arena.spec.rubric import Rubric, read_rubric
 from posttrain_arena.spec.task import SPELLINGS, TaskFrontmatter, normalize_spellings
-from posttrain_arena.spec.yamlsafe import MAX_YAML_BYTES, YamlProblem, load_yaml
+from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
 
 TASK_MD = "task.md"
 MAX_TASK_MD_BYTES = 1024 * 1024
@@ -44,10 +44,10 @@ class Layout(StrEnum):
     """task.toml, instruction.md, environment/, tests/, solution/ (Harbor, Terminal-Bench)"""
 
 
-#: Per layout: (verifier folder, oracle folder, where the verifier folder is mounted).
-LAYOUT_DIRS: dict[Layout, tuple[str, str, str]] = {
-    Layout.POSTTRAIN: ("verifier", "oracle", "/verifier"),
-    Layout.HARBOR: ("tests", "solution", "/tests"),
+#: Per layout: (verifier folder, oracle folder).
+LAYOUT_DIRS: dict[Layout, tuple[str, str]] = {
+    Layout.POSTTRAIN: ("verifier", "oracle"),
+    Layout.HARBOR: ("tests", "solution"),
 }
 
 
@@ -92,8 +92,8 @@ class TaskPackage(BaseModel):
     @property
     def verifier_mount(self) -> str:
         """Where the verifier folder appears in the verifier's session: /verifier, or
-        /tests for Harbor tasks, whose test.sh names that path."""
-        return LAYOUT_DIRS[self.layout][2]
+        what task.md says (/tests for Harbor tasks, whose test.sh names that path)."""
+        return self.frontmatter.verifier.mount
 
     @property
     def dockerfile(self) -> Path:
@@ -217,18 +217,6 @@ def read_sidecars(root: Path) -> tuple[list[Section], list[Finding]]:
     return sidecar_sections(texts), findings
 
 
-def read_rubric(verifier_dir: Path) -> tuple[Rubric | None, list[Finding]]:
-    """verifier.md's rubric, if the file declares one (see spec/rubric.py)."""
-    path = verifier_dir / VERIFIER_MD
-    if not path.exists() and not path.is_symlink():
-        return None, []
-    try:
-        text = read_text_file(path, MAX_YAML_BYTES, f"{verifier_dir.name}/{VERIFIER_MD}")
-    except SpecError as exc:
-        return None, list(exc.findings)
-    return load_rubric(verifier_dir, text)
-
-
 def parse_task_md(root: Path) -> ParsedTaskMd:
     """Read and validate `root/task.md` (with its prompt sidecars and verifier.md's
     rubric) without raising; problems come back as findings."""
@@ -305,7 +293,7 @@ def load_task(path: Path | str, checksum: str | None = None) -> TaskPackage:
     layout = detect_layout(root)
     if layout is Layout.HARBOR:
         harbor = parse_harbor(root)
-        frontmatter, body, rubric = harbor.frontmatter, harbor.body, None
+        frontmatter, body, rubric = harbor.frontmatter, harbor.body, harbor.rubric
         findings = list(harbor.findings)
         kind = harbor_verifier(root)
         if kind is None:

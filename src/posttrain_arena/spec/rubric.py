@@ -30,7 +30,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from posttrain_arena.spec.findings import Finding, Severity
+from posttrain_arena.spec.files import read_text_file
+from posttrain_arena.spec.findings import Finding, Severity, SpecError
 from posttrain_arena.spec.yamlsafe import MAX_YAML_BYTES, YamlProblem, load_yaml
 
 VERIFIER_MD = "verifier.md"
@@ -235,3 +236,15 @@ def scores_dimensions(rubric: Rubric, reward_json: Any) -> bool:
     does the rubric decide the reward; one number alone works as it always has)."""
     values = _dimension_values(reward_json)
     return any(name in values for name in rubric.dimensions)
+
+
+def read_rubric(verifier_dir: Path) -> tuple[Rubric | None, list[Finding]]:
+    """verifier.md's rubric, if the file declares one (see spec/rubric.py)."""
+    path = verifier_dir / VERIFIER_MD
+    if not path.exists() and not path.is_symlink():
+        return None, []
+    try:
+        text = read_text_file(path, MAX_YAML_BYTES, f"{verifier_dir.name}/{VERIFIER_MD}")
+    except SpecError as exc:
+        return None, list(exc.findings)
+    return load_rubric(verifier_dir, text)

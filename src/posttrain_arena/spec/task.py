@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     field_validator,
+    model_validator,
 )
 
 from posttrain_arena.spec.domains import Domain
@@ -192,16 +193,39 @@ class VerifierSection(_Section):
         ),
     )
 
+    mount: str = Field(
+        default="/verifier",
+        description=(
+            "Where verifier/ appears in the verifier's session (fresh isolation only): "
+            "/verifier, or e.g. /tests for a test.sh that names that path, as Harbor's do"
+        ),
+    )
+
+    @field_validator("mount")
+    @classmethod
+    def _mount_path(cls, value: str) -> str:
+        if value == "/verifier":
+            return value
+        _absolute_not_system([value], "verifier mount")
+        if value == "/logs" or value.startswith("/logs/") or value in ("/tmp", "/root"):
+            raise ValueError(f"verifier mount {value!r} is a path the harness or the agent "
+                             "uses; pick another, such as /tests")
+        return value
+
     @field_validator("state_paths")
     @classmethod
     def _absolute(cls, value: list[str]) -> list[str]:
-        forbidden = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev")
-        for p in value:
-            if not p.startswith("/") or ".." in p.split("/"):
-                raise ValueError(f"state path {p!r} must be absolute, without '..'")
-            if p == "/" or any(p == f or p.startswith(f + "/") for f in forbidden):
-                raise ValueError(f"state path {p!r} is a system path; verifiers never read it")
+        _absolute_not_system(value, "state path")
         return value
+
+
+def _absolute_not_system(paths: list[str], what: str) -> None:
+    forbidden = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev")
+    for p in paths:
+        if not p.startswith("/") or ".." in p.split("/"):
+            raise ValueError(f"{what} {p!r} must be absolute, without '..'")
+        if p == "/" or any(p == f or p.startswith(f + "/") for f in forbidden):
+            raise ValueError(f"{what} {p!r} is a system path")
 
 
 class EnvironmentSection(_Section):
@@ -262,6 +286,21 @@ class TaskFrontmatter(_Section):
     def _version_text(cls, value: Any) -> Any:
         # `version: 1.0` parses as a float in YAML; accept it as the string it means.
         return str(value) if isinstance(value, int | float) else value
+
+    @model_validator(mode="after")
+    def _mount_apart(self) -> TaskFrontmatter:
+        mount = self.verifier.mount
+        if mount == "/verifier":
+            return self
+        if self.verifier.isolation is not Isolation.FRESH:
+            raise ValueError("verifier.mount other than /verifier needs verifier.isolation: "
+                             "fresh (shared isolation copies verifier/ to a random path)")
+        for root in [self.environment.workdir, *self.verifier.state_paths]:
+            if mount == root or mount.startswith(root.rstrip("/") + "/") \
+                    or root.startswith(mount.rstrip("/") + "/"):
+                raise ValueError(f"verifier.mount {mount!r} overlaps the state path {root!r} "
+                                 "that the agent's files travel in; keep them apart")
+        return self
 
     @field_validator("version")
     @classmethod
