@@ -9,7 +9,8 @@ The convention (documented in docs/task-format.md):
   `## user-persona` describes the simulated user.
 * Any other `## ...` section (notes, background) is kept but not shown to the agent.
 * With neither `## prompt` nor a scene, the body is the prompt (BenchFlow's schema
-  1.3): everything but the role, scene and user-persona sections.
+  1.3): everything but the role, scene and user-persona sections. Sidecar scenes then
+  follow it; a body that is empty starts with the first sidecar scene.
 * Sidecar files (schema 1.3) add sections: `prompts/scene.NAME.md` (after the body's
   scenes, by name), `prompts/role.NAME.md` and `prompts/user-persona.md`
   (`sidecar_sections` reads them; the loader adds them to the body).
@@ -60,19 +61,24 @@ class TaskBody(BaseModel):
 
     @property
     def prompt(self) -> str | None:
-        """The first instruction: `## prompt`, else the first scene, else the body."""
+        """The first instruction: `## prompt`, else task.md's first `## scene:`, else the
+        body itself, else the first sidecar scene."""
         prompts = self._of("prompt")
         if prompts:
             return prompts[0].text
         scenes = self._of("scene")
-        if scenes:
-            return scenes[0].text
-        return self.text or None
+        own = [s for s in scenes if s.path is None]
+        if own:
+            return own[0].text
+        if self.text:
+            return self.text
+        return scenes[0].text if scenes else None
 
     @property
     def prompt_from_body(self) -> bool:
-        """Whether the prompt is the body itself (no `## prompt`, no scene)."""
-        return not self._of("prompt") and not self._of("scene")
+        """Whether the prompt is the body itself (no `## prompt`, no scene in task.md)."""
+        return bool(self.text) and not self._of("prompt") and not any(
+            s.path is None for s in self._of("scene"))
 
     @property
     def scenes(self) -> list[Section]:
