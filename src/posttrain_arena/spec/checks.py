@@ -25,6 +25,7 @@ from posttrain_arena.spec.harbor import parse_harbor
 from posttrain_arena.spec.inventory import Inventory, hash_contents, walk
 from posttrain_arena.spec.package import (
     LAYOUT_DIRS,
+    PROMPTS_DIR,
     Layout,
     ParsedTaskMd,
     TaskPackage,
@@ -45,6 +46,9 @@ _ODD_CHARS = frozenset(':*?"<>|')
 # A cheap pre-filter over whole relative paths; _name_findings says what is wrong.
 _SUSPECT_NAME = re.compile(r'[\x00-\x1f\x7f\\\udc80-\udcff:*?"<>|]|(^|/)\s|\s($|/)')
 _MAX_DOCKERFILE_BYTES = 256 * 1024
+#: Small files the checks parse after the walk: their bytes are kept from the one read.
+MANIFESTS = frozenset({"task.md", "verifier/verifier.md", "environment/Dockerfile",
+                       "task.toml", "instruction.md", "tests/verifier.md"})
 
 
 class CheckLimits(BaseModel):
@@ -117,18 +121,18 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
     secret = LAYOUT_DIRS[layout]
     readable = not any(f.severity is Severity.ERROR for f in findings)
     if readable:
-        hash_contents(inv, _leak_candidates(inv, secret))
+        hash_contents(inv, MANIFESTS | {e.rel for e in inv.under(PROMPTS_DIR)})
         findings += [_f("error", "unreadable", str(root / rel), f"cannot read: {why}")
                      for rel, why in inv.unreadable]
     if layout is Layout.HARBOR:
-        harbor = parse_harbor(root)
+        harbor = parse_harbor(root, inv.texts)
         frontmatter, body, rubric = harbor.frontmatter, harbor.body, harbor.rubric
         findings += harbor.findings
         kind = harbor_verifier(root)
         if kind is None:
             findings.append(missing_harbor_verifier(root))
     else:
-        parsed = parse_task_md(root)
+        parsed = parse_task_md(root, inv.texts)
         frontmatter, body, rubric = parsed.frontmatter, parsed.body, parsed.rubric
         findings += parsed.findings + _task_md_warnings(root, parsed)
         kind = _verifier_kind(inv)
@@ -277,7 +281,8 @@ def _dockerfile_findings(root: Path, inv: Inventory) -> list[Finding]:
     if entry.size > _MAX_DOCKERFILE_BYTES:
         return [_f("error", "dockerfile", where, "Dockerfile larger than 256 KiB")]
     try:
-        text = (root / entry.rel).read_bytes().decode("utf-8")
+        raw = inv.texts.get(entry.rel)
+        text = (raw if raw is not None else (root / entry.rel).read_bytes()).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return [_f("error", "dockerfile", where, "Dockerfile is not UTF-8 text")]
     instructions = df.parse_dockerfile(text)
@@ -311,28 +316,19 @@ def _dockerfile_findings(root: Path, inv: Inventory) -> list[Finding]:
 # --- answer leaks ------------------------------------------------------------------------
 
 
-def _leak_candidates(inv: Inventory, dirs: tuple[str, ...]) -> set[str]:
-    """Files worth a content digest: oracle/verifier files and same-sized env files."""
-    prefixes = tuple(f"{d}/" for d in dirs)
-    secret = [e for e in inv.entries if e.kind == "file" and e.size > 0
-              and e.rel.startswith(prefixes)]
-    sizes = {e.size for e in secret}
-    env = [e for e in inv.under("environment") if e.kind == "file" and e.size in sizes]
-    return {e.rel for e in secret} | {e.rel for e in env} if env else set()
-
-
 def _leak_findings(root: Path, inv: Inventory, dirs: tuple[str, ...]) -> list[Finding]:
-    secret: dict[str, str] = {}
+    # Content comparisons start from sizes, then the digests the one hashing pass made.
+    secret: dict[tuple[int, str], str] = {}
     for top in dirs:
         for e in inv.under(top):
             if e.kind == "file" and e.digest and e.size > 0:
-                secret.setdefault(e.digest, e.rel)
+                secret.setdefault((e.size, e.digest), e.rel)
     out: list[Finding] = []
     for e in inv.under("environment"):
         if e.kind != "file":
             continue
         where = str(root / e.rel)
-        twin = secret.get(e.digest or "")
+        twin = secret.get((e.size, e.digest or ""))
         if twin is not None:
             data_only = twin.startswith(f"{dirs[0]}/data/")
             out.append(_f("warning" if data_only else "error", "answer-leak", where,

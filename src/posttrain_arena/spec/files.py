@@ -38,9 +38,11 @@ def read_small_file(path: Path, limit: int, label: str, hint: str) -> bytes:
     return raw
 
 
-def read_text_file(path: Path, limit: int, label: str) -> str:
-    """A small UTF-8 text file (SpecError when it is not one); see read_small_file."""
-    raw = read_small_file(path, limit, label, "")
+def read_text_file(path: Path, limit: int, label: str, cached: bytes | None = None) -> str:
+    """A small UTF-8 text file (SpecError when it is not one); see read_small_file.
+    `cached`: its bytes, when the caller's walk already read them as a regular file."""
+    raw = cached if cached is not None and len(cached) <= limit else \
+        read_small_file(path, limit, label, "")
     try:
         return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:

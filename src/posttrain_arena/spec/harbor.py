@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -92,11 +93,13 @@ def toml_lines(text: str) -> dict[str, int]:
     return lines
 
 
-def parse_harbor(root: Path) -> ParsedHarbor:
-    """Read `root/task.toml` and `root/instruction.md` without raising."""
+def parse_harbor(root: Path, texts: Mapping[str, bytes] | None = None) -> ParsedHarbor:
+    """Read `root/task.toml` and `root/instruction.md` without raising. `texts`: files
+    already read by the caller's walk, by relative path."""
     where = str(root / TASK_TOML)
+    texts = texts or {}
     try:
-        text = read_text_file(root / TASK_TOML, MAX_TOML_BYTES, TASK_TOML)
+        text = read_text_file(root / TASK_TOML, MAX_TOML_BYTES, TASK_TOML, texts.get(TASK_TOML))
     except SpecError as exc:
         return ParsedHarbor(None, None, {}, list(exc.findings))
     lines = toml_lines(text)
@@ -107,7 +110,7 @@ def parse_harbor(root: Path) -> ParsedHarbor:
         return ParsedHarbor(None, None, lines, [err("toml", where, f"task.toml is not valid "
                                                     f"TOML: {exc}", line=line)])
     findings = _unsupported(root, data, lines, where)
-    mapped, notes = to_frontmatter(data, _workdir(root))
+    mapped, notes = to_frontmatter(data, _workdir(root, texts.get("environment/Dockerfile")))
     findings += [Finding(severity=Severity.WARNING, code="harbor", path=where,
                          line=lines.get(key), field=key, message=msg) for key, msg in notes]
     frontmatter = None
@@ -121,7 +124,8 @@ def parse_harbor(root: Path) -> ParsedHarbor:
                             field="steps"))
     body = None
     try:
-        prompt = read_text_file(root / INSTRUCTION_MD, MAX_INSTRUCTION_BYTES, INSTRUCTION_MD)
+        prompt = read_text_file(root / INSTRUCTION_MD, MAX_INSTRUCTION_BYTES, INSTRUCTION_MD,
+                                texts.get(INSTRUCTION_MD))
     except SpecError as exc:
         findings += [f.model_copy(update={"message": f.message + "; a Harbor task's prompt is "
                                           "instruction.md"}) for f in exc.findings]
@@ -131,7 +135,7 @@ def parse_harbor(root: Path) -> ParsedHarbor:
                                 "empty; write the agent's instruction in it"))
         body = TaskBody(sections=[Section(kind="prompt", name="prompt", text=prompt.strip(),
                                           line=1, path=INSTRUCTION_MD)], text=prompt.strip())
-    rubric, rubric_findings = read_rubric(root / "tests")
+    rubric, rubric_findings = read_rubric(root / "tests", texts.get("tests/verifier.md"))
     return ParsedHarbor(frontmatter, body, lines, findings + rubric_findings, rubric)
 
 
@@ -225,11 +229,11 @@ def _unsupported(root: Path, data: dict[str, Any], lines: dict[str, int],
     return out
 
 
-def _workdir(root: Path) -> str | None:
+def _workdir(root: Path, cached: bytes | None) -> str | None:
     """The Dockerfile's last WORKDIR (the agent's working directory), if absolute."""
     path = root / "environment" / "Dockerfile"
     try:
-        text = read_text_file(path, 256 * 1024, "environment/Dockerfile")
+        text = read_text_file(path, 256 * 1024, "environment/Dockerfile", cached)
     except SpecError:
         return None
     found = None

@@ -7,6 +7,7 @@ deeper checks in `checks.py` add warnings and the safety checks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
@@ -19,7 +20,7 @@ from posttrain_arena.spec.files import read_small_file, read_text_file
 from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
 from posttrain_arena.spec.harbor import TASK_TOML, is_harbor, parse_harbor
 from posttrain_arena.spec.hashing import tree_hash
-from posttrain_arena.spec.rubric import Rubric, read_rubric
+from posttrain_arena.spec.rubric import VERIFIER_MD, Rubric, read_rubric
 from posttrain_arena.spec.task import SPELLINGS, TaskFrontmatter, normalize_spellings
 from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
 
@@ -100,10 +101,12 @@ class TaskPackage(BaseModel):
         return self.environment_dir / "Dockerfile"
 
 
-def read_task_md(path: Path) -> str:
-    """task.md's text; SpecError when missing, too large, binary or not UTF-8."""
+def read_task_md(path: Path, cached: bytes | None = None) -> str:
+    """task.md's text; SpecError when missing, too large, binary or not UTF-8.
+    `cached`: its bytes, when the caller's walk already read them as a regular file."""
     where = str(path)
-    raw = read_small_file(path, MAX_TASK_MD_BYTES, "task.md", "run `arena task new`")
+    raw = cached if cached is not None and len(cached) <= MAX_TASK_MD_BYTES else \
+        read_small_file(path, MAX_TASK_MD_BYTES, "task.md", "run `arena task new`")
     if b"\0" in raw:
         raise SpecError([_err("binary", where, "task.md is binary; it must be UTF-8 text")])
     try:
@@ -192,13 +195,14 @@ MAX_SIDECAR_BYTES = 256 * 1024
 MAX_SIDECARS = 64
 
 
-def read_sidecars(root: Path) -> tuple[list[Section], list[Finding]]:
+def read_sidecars(root: Path, texts: Mapping[str, bytes] | None = None
+                  ) -> tuple[list[Section], list[Finding]]:
     """Sections from `prompts/scene.NAME.md`, `prompts/role.NAME.md` and
     `prompts/user-persona.md` (schema 1.3); other files there are a warning."""
     folder = root / PROMPTS_DIR
     if not folder.is_dir() or folder.is_symlink():
         return [], []
-    texts: dict[str, str] = {}
+    found: dict[str, str] = {}
     findings: list[Finding] = []
     for entry in sorted(folder.iterdir())[:MAX_SIDECARS + 1]:
         rel = f"{PROMPTS_DIR}/{entry.name}"
@@ -207,27 +211,30 @@ def read_sidecars(root: Path) -> tuple[list[Section], list[Finding]]:
                                     message="not a prompt sidecar (scene.NAME.md, role.NAME.md "
                                     "or user-persona.md); ignored"))
             continue
-        if len(texts) >= MAX_SIDECARS:
+        if len(found) >= MAX_SIDECARS:
             findings.append(_err("sidecar", str(folder), f"more than {MAX_SIDECARS} sidecars"))
             break
         try:
-            texts[rel] = read_text_file(entry, MAX_SIDECAR_BYTES, rel)
+            found[rel] = read_text_file(entry, MAX_SIDECAR_BYTES, rel,
+                                        (texts or {}).get(rel))
         except SpecError as exc:
             findings.extend(exc.findings)
-    return sidecar_sections(texts), findings
+    return sidecar_sections(found), findings
 
 
-def parse_task_md(root: Path) -> ParsedTaskMd:
+def parse_task_md(root: Path, texts: Mapping[str, bytes] | None = None) -> ParsedTaskMd:
     """Read and validate `root/task.md` (with its prompt sidecars and verifier.md's
-    rubric) without raising; problems come back as findings."""
+    rubric) without raising; problems come back as findings. `texts`: files already
+    read by the caller's walk, by relative path (see `inventory.hash_contents`)."""
     where = str(root / TASK_MD)
+    texts = texts or {}
     try:
-        text = read_task_md(root / TASK_MD)
+        text = read_task_md(root / TASK_MD, texts.get(TASK_MD))
         yaml_text, body_text, body_line = split_frontmatter(text, where)
     except SpecError as exc:
         return ParsedTaskMd(None, None, {}, list(exc.findings))
     frontmatter, lines, findings = parse_frontmatter(yaml_text, where)
-    sidecars, more = read_sidecars(root)
+    sidecars, more = read_sidecars(root, texts)
     findings += more
     body = parse_body(body_text, body_line).with_sections(sidecars)
     if body.prompt is None:
@@ -237,7 +244,7 @@ def parse_task_md(root: Path) -> ParsedTaskMd:
     elif not body.prompt.strip():
         findings.append(_err("prompt", where, "the '## prompt' section is empty; write the "
                              "agent's instruction under it"))
-    rubric, notes = read_rubric(root / "verifier")
+    rubric, notes = read_rubric(root / "verifier", texts.get(f"verifier/{VERIFIER_MD}"))
     findings += notes
     return ParsedTaskMd(frontmatter, body, lines, findings, rubric)
 

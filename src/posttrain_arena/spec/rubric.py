@@ -238,13 +238,16 @@ def scores_dimensions(rubric: Rubric, reward_json: Any) -> bool:
     return any(name in values for name in rubric.dimensions)
 
 
-def read_rubric(verifier_dir: Path) -> tuple[Rubric | None, list[Finding]]:
-    """verifier.md's rubric, if the file declares one (see spec/rubric.py)."""
+def read_rubric(verifier_dir: Path, cached: bytes | None = None
+                ) -> tuple[Rubric | None, list[Finding]]:
+    """verifier.md's rubric, if the file declares one. `cached`: its bytes, when the
+    caller's walk already read them as a regular file."""
     path = verifier_dir / VERIFIER_MD
-    if not path.exists() and not path.is_symlink():
+    if cached is None and not path.exists() and not path.is_symlink():
         return None, []
     try:
-        text = read_text_file(path, MAX_YAML_BYTES, f"{verifier_dir.name}/{VERIFIER_MD}")
+        text = read_text_file(path, MAX_YAML_BYTES, f"{verifier_dir.name}/{VERIFIER_MD}",
+                              cached)
     except SpecError as exc:
         return None, list(exc.findings)
     return load_rubric(verifier_dir, text)
