@@ -130,3 +130,27 @@ def convert(
         typer.secho(f"note: {note}", fg="yellow")
     typer.echo(f"wrote {done.target} ({done.layout.value} layout)\n"
                f"next: arena task check {done.target} && arena task run {done.target}")
+
+
+@task_app.command("serve")
+def serve(
+    directory: Path = typer.Argument(..., help="The task package to serve."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="TCP port."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    backend: str = typer.Option("auto", "--backend", help="Sandbox: auto, docker or local."),
+    max_sessions: int = typer.Option(4, "--max-sessions", min=1,
+                                     help="WebSocket sessions (each its own sandbox) at once."),
+) -> None:
+    """Serve one package as an OpenEnv environment (reset, step a bash command, submit).
+
+    Each episode is a trial: the reward is the task's verifier's, run after the agent
+    phase in a fresh sandbox. Clients: openenv-core's EnvClient / GenericEnvClient.
+    """
+    from posttrain_arena.serve_env.app import serve as run_server
+    from posttrain_arena.spec.findings import SpecError
+
+    try:
+        run_server(directory, host=host, port=port, backend=backend, max_sessions=max_sessions)
+    except SpecError as exc:
+        print_findings(exc.findings)
+        raise typer.Exit(1) from None
