@@ -84,3 +84,64 @@ def write_harbor_task(root: Path, *, category: str = "software-engineering",
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return root
+
+
+MULTI_TOML = """\
+schema_version = "1.1"
+multi_step_reward_strategy = "{strategy}"
+
+[task]
+name = "arena-tests/two-steps"
+
+[metadata]
+category = "software-engineering"
+
+[agent]
+timeout_sec = 120.0
+
+[verifier]
+timeout_sec = 60.0
+
+[environment]
+network_mode = "no-network"
+
+[[steps]]
+name = "write"
+
+[[steps]]
+name = "append"
+
+[steps.agent]
+timeout_sec = 60.0
+"""
+
+STEP_TEST = """\
+#!/bin/bash
+mkdir -p /logs/verifier
+if [ "$(cat /app/log.txt 2>/dev/null)" = "$(cat /tests/expected.txt)" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+
+
+def write_multistep_task(root: Path, *, strategy: str = "mean") -> Path:
+    """Two steps in one environment: write a line, then append one (state carries over).
+    The task-level tests/test.sh is layered under each step's expected.txt."""
+    content = {
+        "task.toml": MULTI_TOML.format(strategy=strategy),
+        "environment/Dockerfile": f"FROM {BASE_IMAGE}\nWORKDIR /app\n",
+        "tests/test.sh": STEP_TEST,
+        "steps/write/instruction.md": "Write the line `one` to /app/log.txt.\n",
+        "steps/write/tests/expected.txt": "one\n",
+        "steps/write/solution/solve.sh": "#!/bin/bash\necho one > /app/log.txt\n",
+        "steps/append/instruction.md": "Append the line `two` to /app/log.txt.\n",
+        "steps/append/tests/expected.txt": "one\ntwo\n",
+        "steps/append/solution/solve.sh": "#!/bin/bash\necho two >> /app/log.txt\n",
+    }
+    for rel, text in content.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root

@@ -127,20 +127,23 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
     if layout is Layout.HARBOR:
         harbor = parse_harbor(root, inv.texts)
         frontmatter, body, rubric = harbor.frontmatter, harbor.body, harbor.rubric
+        steps, strategy = harbor.steps, harbor.strategy
         findings += harbor.findings
-        kind = harbor_verifier(root)
+        kind = harbor_verifier(root, steps)
         if kind is None:
             findings.append(missing_harbor_verifier(root))
     else:
         parsed = parse_task_md(root, inv.texts)
         frontmatter, body, rubric = parsed.frontmatter, parsed.body, parsed.rubric
+        steps, strategy = parsed.steps, parsed.strategy
         findings += parsed.findings + _task_md_warnings(root, parsed)
         kind = _verifier_kind(inv)
         if kind is None:
             findings.append(missing_verifier(root))
-    findings += _layout_findings(root, inv, secret[1])
+    findings += _layout_findings(root, inv, secret[1], bool(steps and any(
+        st.oracle_dir for st in steps)))
     findings += _dockerfile_findings(root, inv)
-    findings += _leak_findings(root, inv, secret)
+    findings += _leak_findings(root, inv, (*secret, "steps") if steps else secret)
     report = TaskReport(path=str(root), name=name, findings=findings, checksum=inv.checksum,
                         layout=layout)
     if frontmatter is not None:
@@ -148,7 +151,7 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
     if report.ok and frontmatter and body and kind and inv.checksum:
         report.package = TaskPackage(root=root, name=name, frontmatter=frontmatter, body=body,
                                      verifier_kind=kind, checksum=inv.checksum, layout=layout,
-                                     rubric=rubric)
+                                     rubric=rubric, steps=steps, step_strategy=strategy)
     return report
 
 
@@ -260,10 +263,11 @@ def _verifier_kind(inv: Inventory) -> VerifierKind | None:
     return None
 
 
-def _layout_findings(root: Path, inv: Inventory, oracle: str) -> list[Finding]:
+def _layout_findings(root: Path, inv: Inventory, oracle: str,
+                     step_oracles: bool) -> list[Finding]:
     kinds = {e.rel: e.kind for e in inv.entries}
     out: list[Finding] = []
-    if kinds.get(f"{oracle}/solve.sh") != "file":
+    if kinds.get(f"{oracle}/solve.sh") != "file" and not step_oracles:
         out.append(_f("error", "oracle", str(root / oracle), f"no {oracle}/solve.sh; add the "
                       "reference solution (it runs inside the task image)"))
     if kinds.get("environment/Dockerfile") != "file":

@@ -12,8 +12,8 @@
 gives, so trials, checks and collections treat both alike. What this arena cannot do
 as Harbor does is refused with the file, the key and the fix: a prebuilt
 `docker_image`, GPUs, `network_mode = "allowlist"`, verifier environment variables,
-compose files. Descriptive keys (`[metadata]`, `[task]`, `artifacts`, ...) are never
-errors.
+compose files. `[[steps]]` multi-step tasks are read by `spec/steps.py`. Descriptive
+keys (`[metadata]`, `[task]`, `artifacts`, ...) are never errors.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from posttrain_arena.spec.domains import SLUGS
 from posttrain_arena.spec.files import err, read_text_file
 from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
 from posttrain_arena.spec.rubric import Rubric, read_rubric
+from posttrain_arena.spec.steps import Step, Strategy, parse_steps
 from posttrain_arena.spec.task import TaskFrontmatter
 
 TASK_TOML = "task.toml"
@@ -68,6 +69,8 @@ class ParsedHarbor(NamedTuple):
     lines: dict[str, int]
     findings: list[Finding]
     rubric: Rubric | None = None
+    steps: list[Step] = []
+    strategy: Strategy = "mean"
 
 
 def is_harbor(root: Path) -> bool:
@@ -118,25 +121,32 @@ def parse_harbor(root: Path, texts: Mapping[str, bytes] | None = None) -> Parsed
         frontmatter = TaskFrontmatter.model_validate(mapped)
     except ValidationError as exc:
         findings += validation_findings(exc, where, lines)
-    if "steps" in data:
-        findings.append(err("harbor-unsupported", where, "multi-step tasks ([[steps]]) are "
-                            "not run by this arena yet; keep one step", line=lines.get("steps"),
-                            field="steps"))
+    steps, strategy, more = parse_steps(root, data, lines, where, "harbor")
+    findings += more
     body = None
-    try:
-        prompt = read_text_file(root / INSTRUCTION_MD, MAX_INSTRUCTION_BYTES, INSTRUCTION_MD,
-                                texts.get(INSTRUCTION_MD))
-    except SpecError as exc:
-        findings += [f.model_copy(update={"message": f.message + "; a Harbor task's prompt is "
-                                          "instruction.md"}) for f in exc.findings]
+    if steps:
+        first = steps[0].prompt
+        body = TaskBody(sections=[Section(kind="prompt", name="prompt", text=first, line=1,
+                                          path=f"steps/{steps[0].name}/instruction.md")],
+                        text=first)
     else:
-        if not prompt.strip():
-            findings.append(err("prompt", str(root / INSTRUCTION_MD), "instruction.md is "
-                                "empty; write the agent's instruction in it"))
-        body = TaskBody(sections=[Section(kind="prompt", name="prompt", text=prompt.strip(),
-                                          line=1, path=INSTRUCTION_MD)], text=prompt.strip())
+        try:
+            prompt = read_text_file(root / INSTRUCTION_MD, MAX_INSTRUCTION_BYTES,
+                                    INSTRUCTION_MD, texts.get(INSTRUCTION_MD))
+        except SpecError as exc:
+            findings += [f.model_copy(update={"message": f.message + "; a Harbor task's "
+                                              "prompt is instruction.md"})
+                         for f in exc.findings]
+        else:
+            if not prompt.strip():
+                findings.append(err("prompt", str(root / INSTRUCTION_MD), "instruction.md "
+                                    "is empty; write the agent's instruction in it"))
+            body = TaskBody(sections=[Section(kind="prompt", name="prompt",
+                                              text=prompt.strip(), line=1,
+                                              path=INSTRUCTION_MD)], text=prompt.strip())
     rubric, rubric_findings = read_rubric(root / "tests", texts.get("tests/verifier.md"))
-    return ParsedHarbor(frontmatter, body, lines, findings + rubric_findings, rubric)
+    return ParsedHarbor(frontmatter, body, lines, findings + rubric_findings, rubric, steps,
+                        strategy)
 
 
 def to_frontmatter(data: dict[str, Any], workdir: str | None) -> tuple[dict[str, Any],

@@ -21,6 +21,7 @@ from posttrain_arena.spec.findings import Finding, Severity, SpecError, validati
 from posttrain_arena.spec.harbor import TASK_TOML, is_harbor, parse_harbor
 from posttrain_arena.spec.hashing import tree_hash
 from posttrain_arena.spec.rubric import VERIFIER_MD, Rubric, read_rubric
+from posttrain_arena.spec.steps import Step, Strategy, parse_steps
 from posttrain_arena.spec.task import SPELLINGS, TaskFrontmatter, normalize_spellings
 from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
 
@@ -67,6 +68,14 @@ class TaskPackage(BaseModel):
     rubric: Rubric | None = Field(
         default=None, description="verifier.md's rubric: how dimension scores make the reward"
     )
+    steps: list[Step] = Field(default_factory=list, description="Multi-step tasks' steps")
+    step_strategy: Strategy = Field(default="mean", description="mean or final step reward")
+    verifier_path: Path | None = Field(
+        default=None, description="Overrides the layout's verifier folder (one step's)"
+    )
+    oracle_path: Path | None = Field(
+        default=None, description="Overrides the layout's oracle folder (one step's)"
+    )
 
     @property
     def prompt(self) -> str:
@@ -83,12 +92,12 @@ class TaskPackage(BaseModel):
     @property
     def verifier_dir(self) -> Path:
         """The folder the verifier phase mounts (verifier/, or tests/ for Harbor)."""
-        return self.root / LAYOUT_DIRS[self.layout][0]
+        return self.verifier_path or self.root / LAYOUT_DIRS[self.layout][0]
 
     @property
     def oracle_dir(self) -> Path:
         """The reference solution's folder (oracle/, or solution/ for Harbor)."""
-        return self.root / LAYOUT_DIRS[self.layout][1]
+        return self.oracle_path or self.root / LAYOUT_DIRS[self.layout][1]
 
     @property
     def verifier_mount(self) -> str:
@@ -188,6 +197,8 @@ class ParsedTaskMd(NamedTuple):
     lines: dict[str, int]
     findings: list[Finding]
     rubric: Rubric | None = None
+    steps: list[Step] = []
+    strategy: Strategy = "mean"
 
 
 PROMPTS_DIR = "prompts"
@@ -246,7 +257,15 @@ def parse_task_md(root: Path, texts: Mapping[str, bytes] | None = None) -> Parse
                              "agent's instruction under it"))
     rubric, notes = read_rubric(root / "verifier", texts.get(f"verifier/{VERIFIER_MD}"))
     findings += notes
-    return ParsedTaskMd(frontmatter, body, lines, findings, rubric)
+    steps: list[Step] = []
+    strategy: Strategy = "mean"
+    if frontmatter is not None and frontmatter.steps is not None:
+        steps, strategy, more = parse_steps(root, {
+            "steps": frontmatter.steps,
+            "multi_step_reward_strategy": frontmatter.multi_step_reward_strategy}, lines,
+            where, "posttrain")
+        findings += more
+    return ParsedTaskMd(frontmatter, body, lines, findings, rubric, steps, strategy)
 
 
 def missing_verifier(root: Path) -> Finding:
@@ -275,8 +294,13 @@ def detect_layout(root: Path) -> Layout:
                           f"`arena task new`.{hint}")])
 
 
-def harbor_verifier(root: Path) -> VerifierKind | None:
-    """A Harbor task's verifier entry point: tests/test.sh, the only one Harbor runs."""
+def harbor_verifier(root: Path, steps: list[Step] | None = None) -> VerifierKind | None:
+    """A Harbor task's verifier entry point: tests/test.sh, the only one Harbor runs (for
+    a multi-step task, each step's tests/ or the task's must hold one)."""
+    if steps:
+        ok = all((s.verifier_dir is not None and (s.verifier_dir / "test.sh").is_file())
+                 or (root / "tests" / "test.sh").is_file() for s in steps)
+        return VerifierKind.TEST_SH if ok else None
     return VerifierKind.TEST_SH if (root / "tests" / "test.sh").is_file() else None
 
 
@@ -301,13 +325,15 @@ def load_task(path: Path | str, checksum: str | None = None) -> TaskPackage:
     if layout is Layout.HARBOR:
         harbor = parse_harbor(root)
         frontmatter, body, rubric = harbor.frontmatter, harbor.body, harbor.rubric
+        steps, strategy = harbor.steps, harbor.strategy
         findings = list(harbor.findings)
-        kind = harbor_verifier(root)
+        kind = harbor_verifier(root, steps)
         if kind is None:
             findings.append(missing_harbor_verifier(root))
     else:
         parsed = parse_task_md(root)
         frontmatter, body, rubric = parsed.frontmatter, parsed.body, parsed.rubric
+        steps, strategy = parsed.steps, parsed.strategy
         findings = list(parsed.findings)
         kind = detect_verifier(root / "verifier")
         if kind is None:
@@ -317,6 +343,7 @@ def load_task(path: Path | str, checksum: str | None = None) -> TaskPackage:
         raise SpecError(blocking)
     return TaskPackage(root=root, name=root.resolve().name, frontmatter=frontmatter,
                        body=body, verifier_kind=kind, rubric=rubric, layout=layout,
+                       steps=steps, step_strategy=strategy,
                        checksum=checksum or tree_hash(root))
 
 

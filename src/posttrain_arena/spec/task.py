@@ -280,6 +280,14 @@ class TaskFrontmatter(_Section):
         default_factory=EnvironmentSection,
         description="The task's container (also spelled `sandbox:`, as schema 1.3 does)",
     )
+    steps: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Multi-step tasks: [{name, agent: {timeout_sec}, verifier: "
+        "{timeout_sec}}], each with steps/NAME/prompt.md, verifier/ and oracle/",
+    )
+    multi_step_reward_strategy: Literal["mean", "final"] = Field(
+        default="mean", description="A multi-step trial's reward: the steps' mean or the last"
+    )
 
     @field_validator("version", mode="before")
     @classmethod

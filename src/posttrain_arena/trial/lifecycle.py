@@ -88,6 +88,8 @@ class TrialPlan:
     timings: dict[str, float]
     agent_info: dict[str, object] = field(default_factory=dict)
     pool: SessionPool | None = None
+    keep_agent_session: bool = False
+    """issue 14: a multi-step trial's agent session outlives a step (kill_all, no halt)."""
 
     @property
     def harness_cwd(self) -> str:
@@ -256,7 +258,7 @@ def _end_agent_processes(plan: TrialPlan, session: Session) -> None:
     SIGKILL of the container, its files kept readable) does so; otherwise, and for
     shared verification, which goes on in this session, kill_all."""
     halt = getattr(session, "halt", None)
-    if plan.fresh and callable(halt):
+    if plan.fresh and callable(halt) and not plan.keep_agent_session:
         halt()
     else:
         session.kill_all()
