@@ -71,3 +71,71 @@ def test_steps_run_in_one_environment_with_per_step_verifiers(tmp_path: Path,
     assert empty.outcome is Outcome.SCORED and empty.reward == 0.0
     assert partial.reward == 0.5, partial.details  # step 1 passed, step 2 failed: mean
     assert partial_final.reward == 0.0  # final: the last step's
+
+
+PT_TASK_MD = """\
+---
+version: "1.3"
+metadata:
+  category: software-engineering
+agent:
+  timeout_sec: 60
+verifier:
+  timeout_sec: 60
+sandbox:
+  workdir: /root
+multi_step_reward_strategy: final
+steps:
+  - name: one
+  - name: two
+    verifier: {timeout_sec: 30}
+---
+Two steps.
+"""
+
+PT_VERIFIER = """\
+import pathlib
+want = (pathlib.Path(__file__).parent / "want.txt").read_text()
+got = pathlib.Path("/root/log.txt")
+ok = got.is_file() and got.read_text() == want
+pathlib.Path("/logs/verifier").mkdir(parents=True, exist_ok=True)
+pathlib.Path("/logs/verifier/reward.txt").write_text("1.0" if ok else "0.0")
+"""
+
+
+def _posttrain_steps(root: Path) -> Path:
+    files = {
+        "task.md": PT_TASK_MD,
+        "environment/Dockerfile": "FROM posttrain-arena/python:bookworm\nWORKDIR /root\n",
+        "verifier/verifier.py": PT_VERIFIER,
+        "steps/one/prompt.md": "Write a to /root/log.txt.",
+        "steps/one/verifier/want.txt": "a\n",
+        "steps/one/oracle/solve.sh": "echo a > /root/log.txt\n",
+        "steps/two/prompt.md": "Append b.",
+        "steps/two/verifier/want.txt": "a\nb\n",
+        "steps/two/oracle/solve.sh": "echo b >> /root/log.txt\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+@pytest.mark.bwrap
+def test_packages_declare_steps_the_same_way(tmp_path: Path) -> None:
+    task = load_task(_posttrain_steps(tmp_path / "pt"))
+    assert [s.name for s in task.steps] == ["one", "two"] and task.step_strategy == "final"
+    assert task.steps[1].verifier_timeout_sec == 30
+    with TrialRunner("local", warm_pool=False) as runner:
+        oracle = runner.run(task, OracleAgent())
+        empty = runner.run(task, EmptyAgent())
+    assert oracle.reward == 1.0 and empty.reward == 0.0, (oracle.reason, empty.reason)
+
+
+def test_convert_refuses_steps(tmp_path: Path) -> None:
+    from posttrain_arena.spec.convert import convert
+    from posttrain_arena.spec.findings import SpecError
+    from posttrain_arena.spec.package import Layout
+
+    with pytest.raises(SpecError, match="multi-step"):
+        convert(write_multistep_task(tmp_path / "h"), Layout.POSTTRAIN, tmp_path / "o")

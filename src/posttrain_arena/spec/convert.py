@@ -72,6 +72,10 @@ def convert(source: Path, to: Layout, out: Path) -> Conversion:
     if task.layout is to:
         raise SpecError([err("convert", str(source), f"the package already is in the {to} "
                              "layout; nothing to convert")])
+    if task.steps:
+        raise SpecError([err("convert", str(source), "multi-step tasks are not converted yet "
+                             "(their steps/ folders are named differently in each layout); "
+                             "both layouts run them as they are")])
     if out.exists() or out.is_symlink():
         raise SpecError([err("convert", str(out), "the output folder exists; give a new path")])
     out.mkdir(parents=True)
@@ -95,7 +99,9 @@ def behaviour(task: TaskPackage) -> dict[str, Any]:
             "agent_timeout_sec": fm.agent.timeout_sec,
             "verifier_timeout_sec": fm.verifier.timeout_sec,
             "state_paths": list(fm.verifier.state_paths), "environment": env,
-            "rubric": task.rubric.model_dump() if task.rubric else None}
+            "rubric": task.rubric.model_dump() if task.rubric else None,
+            "steps": [st.model_dump(exclude={"verifier_dir", "oracle_dir"}) for st in task.steps],
+            "step_strategy": task.step_strategy}
 
 
 def _to_harbor(task: TaskPackage, out: Path) -> Conversion:
