@@ -161,3 +161,15 @@ def _oracle_passes_empty_fails(task: TaskPackage, backend: str) -> None:
         empty = runner.run(task, EmptyAgent())
     assert oracle.outcome is Outcome.SCORED and oracle.reward == 1.0, oracle.reason
     assert empty.outcome is Outcome.SCORED and empty.reward == 0.0, empty.reason
+
+
+def test_suites_and_task_sets_include_harbor_tasks(tmp_path: Path) -> None:
+    from posttrain_arena.evaluate.suite import load_suite
+    from posttrain_arena.train.sources import load_taskset
+
+    write_harbor_task(tmp_path / "suite" / "count-words")
+    write_package(tmp_path / "suite" / "fix-parser")
+    suite = load_suite(tmp_path / "suite")
+    assert sorted(t.name for t in suite.tasks) == ["count-words", "fix-parser"]
+    assert sorted(t.name for t in load_taskset(tmp_path / "suite").tasks) == [
+        "count-words", "fix-parser"]

@@ -274,6 +274,11 @@ def missing_verifier(root: Path) -> Finding:
                 "verifier/verifier.py, verifier/test.sh or verifier/test_outputs.py")
 
 
+def is_task_dir(path: Path) -> bool:
+    """Whether `path` holds a task package in either layout (task.md or task.toml)."""
+    return (path / TASK_MD).is_file() or (path / TASK_TOML).is_file()
+
+
 def detect_layout(root: Path) -> Layout:
     """The format `root` is written in; SpecError when it is none of them, or both."""
     posttrain = (root / TASK_MD).exists() or (root / TASK_MD).is_symlink()
