@@ -101,6 +101,11 @@ def test_refusals(tmp_path: Path) -> None:
         convert(BASE, Layout.HARBOR, tmp_path / "exists")
     with pytest.raises(SpecError, match="not a task package"):
         convert(tmp_path / "exists", Layout.HARBOR, tmp_path / "y")
+    leaky = write_harbor_task(tmp_path / "leaky", files={
+        "environment/count.sh": "wc -w < /app/words.txt\n"})  # = solution/count.sh
+    with pytest.raises(SpecError, match=r"identical to solution/count\.sh"):
+        convert(leaky, Layout.POSTTRAIN, tmp_path / "z")
+    assert not (tmp_path / "z").exists()
 
 
 def test_dump_toml_is_read_back_by_tomllib() -> None:

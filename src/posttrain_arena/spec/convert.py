@@ -8,7 +8,8 @@
     oracle/                       <->   solution/               (copied as is)
 
 Behaviour is what a trial here sees: the same image, prompt, limits, verifier and
-reference solution. The verifier folder keeps its mount point: a Harbor task becomes
+reference solution. Only a package that checks clean (`arena task check`) is
+converted. The verifier folder keeps its mount point: a Harbor task becomes
 a package with `verifier.mount: /tests`, so its test files that name /tests still find
 themselves. A PostTrain verifier whose entry point is verifier.py or test_outputs.py
 alone gets a `tests/test.sh` that runs it with the same rule (test_outputs.py: exit 0
@@ -27,6 +28,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
+from posttrain_arena.spec.checks import check_task
 from posttrain_arena.spec.files import err
 from posttrain_arena.spec.findings import SpecError
 from posttrain_arena.spec.harbor import HARBOR_TESTS_MOUNT, INSTRUCTION_MD, TASK_TOML
@@ -67,8 +69,11 @@ class Conversion(BaseModel):
 
 def convert(source: Path, to: Layout, out: Path) -> Conversion:
     """Write the package at `source` to `out` in layout `to` (SpecError when the source
-    does not load, `out` exists, or the package already is in that layout)."""
-    task = load_task(source)
+    does not check clean, `out` exists, or the package already is in that layout)."""
+    report = check_task(source)
+    if report.package is None:
+        raise SpecError(report.errors)
+    task = report.package
     if task.layout is to:
         raise SpecError([err("convert", str(source), f"the package already is in the {to} "
                              "layout; nothing to convert")])
