@@ -173,3 +173,18 @@ def test_suites_and_task_sets_include_harbor_tasks(tmp_path: Path) -> None:
     assert sorted(t.name for t in suite.tasks) == ["count-words", "fix-parser"]
     assert sorted(t.name for t in load_taskset(tmp_path / "suite").tasks) == [
         "count-words", "fix-parser"]
+
+
+def test_cli_check_and_serve_refusals(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from posttrain_arena.cli.main import app
+
+    runner = CliRunner()
+    ok = runner.invoke(app, ["task", "check", str(write_harbor_task(tmp_path / "t"))])
+    assert ok.exit_code == 0 and "0 error(s)" in ok.output
+    (tmp_path / "none").mkdir()
+    bad = runner.invoke(app, ["task", "check", str(tmp_path / "none")])
+    assert bad.exit_code == 1 and "not a task package" in bad.output
+    serve = runner.invoke(app, ["task", "serve", str(tmp_path / "none"), "--port", "0"])
+    assert serve.exit_code == 1 and "not a task package" in serve.output
