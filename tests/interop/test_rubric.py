@@ -108,6 +108,7 @@ def test_check_reads_the_rubric_and_locates_its_errors(tmp_path: Path) -> None:
     [err] = bad.errors
     assert err.field == "verifier.rubric.dimensions.style.weight"
     assert err.path.endswith("verifier/verifier.md") and err.line is not None
+    assert VERIFIER_MD.splitlines()[err.line - 1].strip().startswith("style:")
     zero = check_task(_graded(tmp_path / "c", "true",
                               VERIFIER_MD.replace("0.75", "0").replace("0.25", "0")))
     assert [f.code for f in zero.errors] == ["rubric"]
@@ -131,3 +132,36 @@ def test_a_trial_reward_is_the_weighted_sum(tmp_path: Path) -> None:
     assert set(dims) == {"rubric:correctness", "rubric:style"}
     assert "score 1" in dims["rubric:correctness"] and "score 0" in dims["rubric:style"]
     assert json.loads(json.dumps(some.model_dump(mode="json")))["reward"] == 0.75
+
+
+BLOCKS = [
+    VERIFIER_MD,
+    VERIFIER_MD.replace("verifier:\n  name: graded\n", "verifier:\n  name: graded\n  # c\n"),
+    "---\nrubric:\n  dimensions:\n    a: {weight: 1}\nother: 1\n---\n",
+    "---\nverifier:\n  outputs:\n    rubric: {dimensions: {a: {weight: 1}}}\n---\n",
+    "---\nnotes:\n  rubric:\n    dimensions: {a: {weight: 1}}\n---\n",
+    "---\nverifier:\n  rubric: &r\n    dimensions: {a: {weight: 1}}\n---\n",
+    "---\nverifier:\n  rubric:\n    dimensions:\n      a: {weight: 1}\n  name: x\n"
+    "verifier: {}\n---\n",
+    '---\nverifier:\n  "rub\\x69ric": {dimensions: {a: {weight: 1}}}\n---\n',
+]
+
+
+@pytest.mark.parametrize("text", BLOCKS)
+def test_the_rubric_fast_path_means_what_the_full_parse_means(text: str) -> None:
+    from posttrain_arena.spec.rubric import _rubric_block, _rubric_of
+    from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
+
+    yaml_lines = text.split("---\n")[1].splitlines()
+    try:
+        full: object = _rubric_of(load_yaml("\n".join(yaml_lines))[0])
+    except YamlProblem:
+        full = "error"
+    try:
+        fast = _rubric_block(yaml_lines)
+    except YamlProblem:
+        fast = "error"
+    if fast is None:
+        return  # the caller parses it all: the same by construction
+    assert fast != "error" and full != "error"
+    assert _rubric_of(fast[0]) == full  # type: ignore[index]

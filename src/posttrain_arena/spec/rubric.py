@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -165,8 +166,10 @@ def load_rubric(verifier_dir: Path, text: str | None) -> tuple[Rubric | None, li
     yaml_text = "\n".join(lines_of[1:end])
     if len(yaml_text.encode()) > MAX_YAML_BYTES:
         return None, [_err(where, "the frontmatter is larger than 256 KiB", 1)]
+    if "rubric" not in yaml_text and "\\" not in yaml_text:
+        return None, []  # no key can spell `rubric` (YAML escapes need a backslash)
     try:
-        data, lines = load_yaml(yaml_text)
+        data, lines = _rubric_block(lines_of[1:end]) or load_yaml(yaml_text)
     except YamlProblem as exc:
         return None, [_err(where, f"{exc} (it may declare the reward's rubric)",
                            exc.line + 1 if exc.line is not None else None)]
@@ -194,6 +197,48 @@ def load_rubric(verifier_dir: Path, text: str | None) -> tuple[Rubric | None, li
                                  f"the weights add up to {rubric.total_weight:g}; they are "
                                  "normalised to add up to 1")))
     return rubric, notes
+
+
+_RUBRIC_KEY = re.compile(r"""^( *)["']?rubric["']?\s*:""")
+_TOP_KEY = re.compile(r"""^(["']?[^\s"':#][^"':]*["']?)\s*:""")
+_VERIFIER_KEY = re.compile(r"""^["']?verifier["']?\s*:\s*(#.*)?$""")
+
+
+def _rubric_block(lines: list[str]) -> tuple[Any, dict[str, int]] | None:
+    """Parse only the rubric's block of a verifier.md frontmatter, when that is certain
+    to mean the same as parsing the whole (published files are mostly descriptive):
+    "rubric" written once, no backslash escapes, aliases or tabs, at the top level or
+    directly under a top-level `verifier:`. None otherwise (the caller parses it all)."""
+    text = "\n".join(lines)
+    if text.count("rubric") != 1 or any(c in text for c in "\\&*\t") or "<<" in text:
+        return None
+    at = next((i for i, ln in enumerate(lines) if _RUBRIC_KEY.match(ln)), None)
+    if at is None:
+        return None
+    tops = [m.group(1).strip("\"'") for ln in lines if (m := _TOP_KEY.match(ln))]
+    if len(tops) != len(set(tops)):
+        return None  # a second `verifier:` would replace the first: parse it all
+    indent = len(lines[at]) - len(lines[at].lstrip(" "))
+    parent = None
+    if indent:
+        above = [ln for ln in lines[:at] if ln.strip() and not ln.lstrip().startswith("#")]
+        ancestors = [ln for ln in above if len(ln) - len(ln.lstrip(" ")) < indent]
+        if not ancestors or not _VERIFIER_KEY.match(ancestors[-1]):
+            return None  # under some other key, or nested deeper: parse it all
+        parent = "verifier"
+    stop = at + 1
+    while stop < len(lines) and (not lines[stop].strip()
+                                 or len(lines[stop]) - len(lines[stop].lstrip(" ")) > indent):
+        stop += 1
+    block = "\n".join(ln[indent:] for ln in lines[at:stop])
+    try:
+        data, found = load_yaml(block)
+    except YamlProblem as exc:
+        raise YamlProblem(str(exc), exc.line + at if exc.line is not None else None) from None
+    if not isinstance(data, dict) or set(data) != {"rubric"}:
+        return None
+    lines_out = {(f"{parent}.{k}" if parent else k): v + at for k, v in found.items()}
+    return ({parent: data} if parent else data), lines_out
 
 
 def _rubric_of(data: dict[str, Any]) -> tuple[Any, str]:
