@@ -60,7 +60,7 @@ def test_steps_run_in_one_environment_with_per_step_verifiers(tmp_path: Path,
     # does step 1 only: its verifier passes, step 2's does not
     half = tmp_path / "half.sh"
     half.write_text("#!/bin/bash\n[ -f /app/log.txt ] || echo one > /app/log.txt\n")
-    with TrialRunner(backend, warm_pool=False) as runner:
+    with TrialRunner(backend, warm_pool=False, records_root=tmp_path / "rec") as runner:
         oracle = runner.run(mean, OracleAgent())
         empty = runner.run(mean, EmptyAgent())
         partial = runner.run(mean, ScriptAgent(half))
@@ -71,6 +71,8 @@ def test_steps_run_in_one_environment_with_per_step_verifiers(tmp_path: Path,
     assert empty.outcome is Outcome.SCORED and empty.reward == 0.0
     assert partial.reward == 0.5, partial.details  # step 1 passed, step 2 failed: mean
     assert partial_final.reward == 0.0  # final: the last step's
+    transcript = (Path(oracle.record_dir or "") / "transcript.json").read_text()
+    assert "Write the line" in transcript and "Append the line" in transcript  # both steps
 
 
 PT_TASK_MD = """\

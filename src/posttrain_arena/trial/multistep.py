@@ -11,6 +11,7 @@ verifier would. The phases are lifecycle's own (`_agent_phase`, `_start_verifier
 `run_verifier`), so isolation, limits, deadlines and reward reading are the same code.
 A step that times out ends the trial (`agent_timeout`); a step without a reward makes
 it a verifier error naming the step. The reward is the steps' mean, or the last one's.
+The trial's transcript holds every step's messages, in order.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import shutil
 import time
 from pathlib import Path
 
+from posttrain_arena.agents.transcript import Transcript
 from posttrain_arena.sandbox.base import Session
 from posttrain_arena.spec.body import Section, TaskBody
 from posttrain_arena.spec.package import TaskPackage
@@ -44,6 +46,7 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
     plan.timings["agent_start"] = time.monotonic() - t0
     rewards: list[float] = []
     details: list[TestDetail] = []
+    combined = Transcript()
     try:
         for i, step in enumerate(task.steps):
             last = i == len(task.steps) - 1
@@ -53,6 +56,7 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
                 keep_agent_session=not last, timings={})
             ended = lifecycle._agent_phase(step_plan, session)
             plan.agent_info = step_plan.agent_info
+            _keep_transcript(plan, combined)
             if ended is not None:
                 reason = f"step {step.name!r}: {ended.reason}"
                 return dataclasses.replace(ended, reason=reason, details=details)
@@ -71,8 +75,19 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
         return lifecycle.PhaseOutcome(Outcome.SCORED, aggregate(rewards, task.step_strategy),
                                       details=details, agent_info=plan.agent_info)
     finally:
+        if combined.messages:
+            plan.record.write_transcript(combined)
         with contextlib.suppress(Exception):  # an orphan is the reaper's job
             session.stop()
+
+
+def _keep_transcript(plan: lifecycle.TrialPlan, combined: Transcript) -> None:
+    """Add the step's transcript (each agent phase writes its own) to the trial's."""
+    path = plan.record.dir / "transcript.json"
+    with contextlib.suppress(OSError, ValueError):
+        step = Transcript.model_validate_json(path.read_text(encoding="utf-8"))
+        combined.messages += step.messages
+        combined.turns += step.turns
 
 
 def _verify_step(plan: lifecycle.TrialPlan, session: Session, roots: list[str],
