@@ -39,7 +39,7 @@ def test_starting_kit_template_checks_clean() -> None:
 @pytest.mark.parametrize(
     ("drop", "code"),
     [
-        (("task.md",), "missing"),
+        (("task.md",), "layout"),
         (("environment/Dockerfile",), "dockerfile"),
         (("oracle/solve.sh",), "oracle"),
         (("verifier/test.sh", "verifier/test_outputs.py"), "verifier"),
@@ -105,8 +105,17 @@ def test_bad_frontmatter_is_an_error_not_a_crash(make_package: PackageFactory,
         load_task(report.path)
 
 
-def test_missing_prompt(make_package: PackageFactory) -> None:
+def test_without_a_prompt_heading_the_body_is_the_prompt(make_package: PackageFactory) -> None:
     text = EXISTING_TASK_MD.replace("## prompt", "## notes")
+    report = check_task(make_package(files={"task.md": text}))
+    assert report.ok and report.package is not None
+    assert "crashes on empty lines" in report.package.prompt
+    assert report.package.body.prompt_from_body
+
+
+def test_a_body_with_only_roles_has_no_prompt(make_package: PackageFactory) -> None:
+    head = EXISTING_TASK_MD.split("# Fix the parser")[0]
+    text = head + "## role: reviewer\n\nBe strict.\n\n## user-persona\n\nA busy user.\n"
     report = check_task(make_package(files={"task.md": text}))
     assert "prompt" in codes(report, Severity.ERROR)
 
@@ -234,5 +243,5 @@ def test_a_collection_passed_as_a_task_gets_a_hint(tmp_path: Path) -> None:
     from .conftest import write_collection
 
     report = check_task(write_collection(tmp_path / "c", 1))
-    assert "missing" in codes(report, Severity.ERROR)
-    assert "collection" in codes(report, Severity.WARNING)
+    [error] = report.errors
+    assert error.code == "layout" and "arena collection check" in error.message

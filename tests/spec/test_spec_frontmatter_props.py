@@ -76,7 +76,7 @@ words = st.text(alphabet=string.ascii_letters + string.digits + " -_.", min_size
                 max_size=20).filter(lambda s: s.strip() == s and s)
 valid_frontmatter = st.fixed_dictionaries(
     {
-        "version": st.sampled_from(["1.0", "1.1", "2"]),
+        "version": st.sampled_from(["1.0", "1.1", "1.3", "1"]),
         "metadata": st.fixed_dictionaries(
             {
                 "author_name": words,
@@ -90,7 +90,9 @@ valid_frontmatter = st.fixed_dictionaries(
                 "license": st.sampled_from(["MIT", "Apache-2.0"]),
                 "subcategory": words,
                 "task_type": st.lists(words, max_size=3),
-                "category_confidence": st.floats(0, 1),
+                "category_confidence": st.floats(0, 1) | st.sampled_from(["high", "low"]),
+                "modality": words | st.lists(words, max_size=3),
+                "legacy_category": words,
             },
         ),
         "agent": st.fixed_dictionaries({"timeout_sec": st.integers(1, 3600)}),

@@ -2,7 +2,8 @@
 
 Only this agent is handed the oracle directory (on the host). It copies it into the
 session at a random path (or at `/oracle` when solve.sh refers to that path, as packages
-in the existing format do), runs solve.sh with bash in the workspace, and deletes it.
+in the existing format do, or `/solution`, as Harbor tasks do), runs solve.sh with bash
+in the workspace, and deletes it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,6 @@ class OracleAgent:
             transcript = Transcript(messages=[Message(role="user", content=ctx.prompt)])
             return AgentRun(transcript=transcript, error="the task has no oracle/solve.sh")
         text = (ctx.oracle_dir / "solve.sh").read_text(encoding="utf-8", errors="replace")
-        dest = "/oracle" if "/oracle" in text else None
+        dest = next((d for d in ("/oracle", "/solution") if d in text), None)
         return run_script(shell, ctx, ctx.oracle_dir, dest_dir=dest, script_name="solve.sh")
 

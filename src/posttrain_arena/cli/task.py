@@ -93,3 +93,64 @@ def new(
         _dump({"ok": True, "path": str(target), "category": category.value})
     else:
         typer.echo(f"wrote {target}\nnext: arena task check {target} && arena task run {target}")
+
+
+@task_app.command("convert")
+def convert(
+    directory: Path = typer.Argument(..., help="The task package to convert."),
+    out: Path = typer.Argument(..., help="Where to write the converted package (new folder)."),
+    to: str = typer.Option(..., "--to", help="Target layout: harbor or posttrain."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Write a PostTrain package as a Harbor task, or a Harbor task as a PostTrain package.
+
+    The output is loaded again and compared with the source (prompt, limits, verifier,
+    rubric); nothing is run. Exit 1 when the source does not load or cannot be converted.
+    """
+    from posttrain_arena.spec.convert import convert as run_convert
+    from posttrain_arena.spec.findings import SpecError
+    from posttrain_arena.spec.package import Layout
+
+    try:
+        layout = Layout(to)
+    except ValueError:
+        raise typer.BadParameter("use harbor or posttrain", param_hint="--to") from None
+    try:
+        done = run_convert(directory, layout, out)
+    except SpecError as exc:
+        if as_json:
+            _dump({"ok": False, "findings": [f.render() for f in exc.findings]})
+        else:
+            print_findings(exc.findings)
+        raise typer.Exit(1) from None
+    if as_json:
+        _dump({"ok": True, **done.model_dump(mode="json")})
+        return
+    for note in done.notes:
+        typer.secho(f"note: {note}", fg="yellow")
+    typer.echo(f"wrote {done.target} ({done.layout.value} layout)\n"
+               f"next: arena task check {done.target} && arena task run {done.target}")
+
+
+@task_app.command("serve")
+def serve(
+    directory: Path = typer.Argument(..., help="The task package to serve."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="TCP port."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    backend: str = typer.Option("auto", "--backend", help="Sandbox: auto, docker or local."),
+    max_sessions: int = typer.Option(4, "--max-sessions", min=1,
+                                     help="WebSocket sessions (each its own sandbox) at once."),
+) -> None:
+    """Serve one package as an OpenEnv environment (reset, step a bash command, submit).
+
+    Each episode is a trial: the reward is the task's verifier's, run after the agent
+    phase in a fresh sandbox. Clients: openenv-core's EnvClient / GenericEnvClient.
+    """
+    from posttrain_arena.serve_env.app import serve as run_server
+    from posttrain_arena.spec.findings import SpecError
+
+    try:
+        run_server(directory, host=host, port=port, backend=backend, max_sessions=max_sessions)
+    except SpecError as exc:
+        print_findings(exc.findings)
+        raise typer.Exit(1) from None

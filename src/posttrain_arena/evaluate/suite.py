@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from posttrain_arena.spec.domains import Domain, composition_violations
 from posttrain_arena.spec.findings import SpecError
 from posttrain_arena.spec.hashing import combine_hashes
-from posttrain_arena.spec.package import TASK_MD, TaskPackage, load_task
+from posttrain_arena.spec.package import TASK_MD, TaskPackage, is_task_dir, load_task
 
 
 class SuiteError(Exception):
@@ -90,12 +90,12 @@ def load_suite(path: Path | str) -> Suite:
 
 
 def _package_dirs(root: Path) -> list[Path]:
-    if (root / TASK_MD).is_file():
+    if is_task_dir(root):
         return [root]
     base = root / "envs" if (root / "envs").is_dir() else root
     return sorted(
         d for d in base.iterdir()
-        if d.is_dir() and not d.name.startswith(("_", ".")) and (d / TASK_MD).is_file()
+        if d.is_dir() and not d.name.startswith(("_", ".")) and is_task_dir(d)
     )
 
 
@@ -106,7 +106,7 @@ def _listed_dirs(list_file: Path) -> list[Path]:
         if not line:
             continue
         d = Path(line) if Path(line).is_absolute() else list_file.parent / line
-        if not (d / TASK_MD).is_file():
+        if not is_task_dir(d):
             raise SuiteError(f"{list_file}:{n}: {line} is not a task package (no {TASK_MD})")
         dirs.append(d)
     return dirs

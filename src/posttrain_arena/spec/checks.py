@@ -20,12 +20,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain_arena.spec import dockerfile as df
-from posttrain_arena.spec.findings import Finding, Severity
+from posttrain_arena.spec.findings import Finding, Severity, SpecError
+from posttrain_arena.spec.harbor import parse_harbor
 from posttrain_arena.spec.inventory import Inventory, hash_contents, walk
 from posttrain_arena.spec.package import (
+    LAYOUT_DIRS,
+    PROMPTS_DIR,
+    Layout,
     ParsedTaskMd,
     TaskPackage,
     VerifierKind,
+    detect_layout,
+    harbor_verifier,
+    missing_harbor_verifier,
     missing_verifier,
     parse_task_md,
 )
@@ -39,6 +46,9 @@ _ODD_CHARS = frozenset(':*?"<>|')
 # A cheap pre-filter over whole relative paths; _name_findings says what is wrong.
 _SUSPECT_NAME = re.compile(r'[\x00-\x1f\x7f\\\udc80-\udcff:*?"<>|]|(^|/)\s|\s($|/)')
 _MAX_DOCKERFILE_BYTES = 256 * 1024
+#: Small files the checks parse after the walk: their bytes are kept from the one read.
+MANIFESTS = frozenset({"task.md", "verifier/verifier.md", "environment/Dockerfile",
+                       "task.toml", "instruction.md", "tests/verifier.md"})
 
 
 class CheckLimits(BaseModel):
@@ -66,6 +76,7 @@ class TaskReport(BaseModel):
     findings: list[Finding] = Field(default_factory=list, description="Errors and warnings")
     checksum: str | None = Field(default=None, description="Canonical content hash")
     domain: str | None = Field(default=None, description="metadata.category, if it parsed")
+    layout: Layout | None = Field(default=None, description="posttrain or harbor, if either")
     package: TaskPackage | None = Field(
         default=None, exclude=True, description="The loaded package when there are no errors"
     )
@@ -103,27 +114,44 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
                f"{msg}; a task package is a folder with task.md")])
     inv = walk(root, limits.max_entries)
     findings = _tree_findings(root, inv, limits)
+    try:
+        layout = detect_layout(root)
+    except SpecError as exc:
+        return TaskReport(path=str(root), name=name, findings=findings + list(exc.findings))
+    secret = LAYOUT_DIRS[layout]
     readable = not any(f.severity is Severity.ERROR for f in findings)
     if readable:
-        hash_contents(inv, _leak_candidates(inv))
+        hash_contents(inv, MANIFESTS | {e.rel for e in inv.under(PROMPTS_DIR)})
         findings += [_f("error", "unreadable", str(root / rel), f"cannot read: {why}")
                      for rel, why in inv.unreadable]
-    parsed = parse_task_md(root)
-    findings += parsed.findings + _task_md_warnings(root, parsed)
-    if parsed.body is None and (root / "envs").is_dir():
-        findings.append(_f("warning", "collection", str(root), "this looks like a collection "
-                           "(it has envs/); check it with `arena collection check`"))
-    kind = _verifier_kind(inv)
-    findings += _layout_findings(root, inv, kind)
+    if layout is Layout.HARBOR:
+        harbor = parse_harbor(root, inv.texts)
+        frontmatter, body, rubric = harbor.frontmatter, harbor.body, harbor.rubric
+        steps, strategy = harbor.steps, harbor.strategy
+        findings += harbor.findings
+        kind = harbor_verifier(root, steps)
+        if kind is None:
+            findings.append(missing_harbor_verifier(root))
+    else:
+        parsed = parse_task_md(root, inv.texts)
+        frontmatter, body, rubric = parsed.frontmatter, parsed.body, parsed.rubric
+        steps, strategy = parsed.steps, parsed.strategy
+        findings += parsed.findings + _task_md_warnings(root, parsed)
+        kind = _verifier_kind(inv)
+        if kind is None:
+            findings.append(missing_verifier(root))
+    findings += _layout_findings(root, inv, secret[1], bool(steps and any(
+        st.oracle_dir for st in steps)))
     findings += _dockerfile_findings(root, inv)
-    findings += _leak_findings(root, inv)
-    report = TaskReport(path=str(root), name=name, findings=findings, checksum=inv.checksum)
-    if parsed.frontmatter is not None:
-        report.domain = parsed.frontmatter.metadata.category.value
-    if report.ok and parsed.frontmatter and parsed.body and kind and inv.checksum:
-        report.package = TaskPackage(root=root, name=name, frontmatter=parsed.frontmatter,
-                                     body=parsed.body, verifier_kind=kind,
-                                     checksum=inv.checksum)
+    findings += _leak_findings(root, inv, (*secret, "steps") if steps else secret)
+    report = TaskReport(path=str(root), name=name, findings=findings, checksum=inv.checksum,
+                        layout=layout)
+    if frontmatter is not None:
+        report.domain = frontmatter.metadata.category.value
+    if report.ok and frontmatter and body and kind and inv.checksum:
+        report.package = TaskPackage(root=root, name=name, frontmatter=frontmatter, body=body,
+                                     verifier_kind=kind, checksum=inv.checksum, layout=layout,
+                                     rubric=rubric, steps=steps, step_strategy=strategy)
     return report
 
 
@@ -209,6 +237,8 @@ def _task_md_warnings(root: Path, parsed: ParsedTaskMd) -> list[Finding]:
         for key in unknown_keys(parsed.frontmatter):
             out.append(_f("warning", "unknown-key", where, "unknown key, ignored; check its "
                           "spelling against `arena task schema`", parsed.lines.get(key), key))
+        for key, message in parsed.frontmatter.metadata.descriptive_notes():
+            out.append(_f("warning", "descriptive", where, message, parsed.lines.get(key), key))
     if parsed.body is not None:
         seen: set[tuple[str, str]] = set()
         for s in parsed.body.sections:
@@ -233,13 +263,12 @@ def _verifier_kind(inv: Inventory) -> VerifierKind | None:
     return None
 
 
-def _layout_findings(root: Path, inv: Inventory, kind: VerifierKind | None) -> list[Finding]:
+def _layout_findings(root: Path, inv: Inventory, oracle: str,
+                     step_oracles: bool) -> list[Finding]:
     kinds = {e.rel: e.kind for e in inv.entries}
     out: list[Finding] = []
-    if kind is None:
-        out.append(missing_verifier(root))
-    if kinds.get("oracle/solve.sh") != "file":
-        out.append(_f("error", "oracle", str(root / "oracle"), "no oracle/solve.sh; add the "
+    if kinds.get(f"{oracle}/solve.sh") != "file" and not step_oracles:
+        out.append(_f("error", "oracle", str(root / oracle), f"no {oracle}/solve.sh; add the "
                       "reference solution (it runs inside the task image)"))
     if kinds.get("environment/Dockerfile") != "file":
         what = "is not a regular file" if "environment/Dockerfile" in kinds else "is missing"
@@ -256,7 +285,8 @@ def _dockerfile_findings(root: Path, inv: Inventory) -> list[Finding]:
     if entry.size > _MAX_DOCKERFILE_BYTES:
         return [_f("error", "dockerfile", where, "Dockerfile larger than 256 KiB")]
     try:
-        text = (root / entry.rel).read_bytes().decode("utf-8")
+        raw = inv.texts.get(entry.rel)
+        text = (raw if raw is not None else (root / entry.rel).read_bytes()).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return [_f("error", "dockerfile", where, "Dockerfile is not UTF-8 text")]
     instructions = df.parse_dockerfile(text)
@@ -290,29 +320,21 @@ def _dockerfile_findings(root: Path, inv: Inventory) -> list[Finding]:
 # --- answer leaks ------------------------------------------------------------------------
 
 
-def _leak_candidates(inv: Inventory) -> set[str]:
-    """Files worth a content digest: oracle/verifier files and same-sized env files."""
-    secret = [e for e in inv.entries if e.kind == "file" and e.size > 0
-              and e.rel.startswith(("oracle/", "verifier/"))]
-    sizes = {e.size for e in secret}
-    env = [e for e in inv.under("environment") if e.kind == "file" and e.size in sizes]
-    return {e.rel for e in secret} | {e.rel for e in env} if env else set()
-
-
-def _leak_findings(root: Path, inv: Inventory) -> list[Finding]:
-    secret: dict[str, str] = {}
-    for top in ("verifier", "oracle"):
+def _leak_findings(root: Path, inv: Inventory, dirs: tuple[str, ...]) -> list[Finding]:
+    # Content comparisons start from sizes, then the digests the one hashing pass made.
+    secret: dict[tuple[int, str], str] = {}
+    for top in dirs:
         for e in inv.under(top):
             if e.kind == "file" and e.digest and e.size > 0:
-                secret.setdefault(e.digest, e.rel)
+                secret.setdefault((e.size, e.digest), e.rel)
     out: list[Finding] = []
     for e in inv.under("environment"):
         if e.kind != "file":
             continue
         where = str(root / e.rel)
-        twin = secret.get(e.digest or "")
+        twin = secret.get((e.size, e.digest or ""))
         if twin is not None:
-            data_only = twin.startswith("verifier/data/")
+            data_only = twin.startswith(f"{dirs[0]}/data/")
             out.append(_f("warning" if data_only else "error", "answer-leak", where,
                           f"identical to {twin}: the agent can read it in the image"
                           + ("; fine if it is an input, a leak if it is the expected answer"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class Severity(StrEnum):
@@ -41,3 +42,31 @@ class SpecError(Exception):
     def __init__(self, findings: list[Finding]):
         self.findings = findings
         super().__init__("\n".join(f.render() for f in findings))
+
+
+def validation_findings(
+    exc: ValidationError, where: str, lines: dict[str, int], code: str = "schema"
+) -> list[Finding]:
+    """Turn pydantic errors into `file:line: field: what (got ...)` findings."""
+    out = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        dotted = ".".join(loc)
+        line = None
+        for n in range(len(loc), 0, -1):
+            line = lines.get(".".join(loc[:n]))
+            if line is not None:
+                break
+        msg = err["msg"]
+        if err["type"] == "missing":
+            msg = "is required"
+        elif "input" in err and not isinstance(err["input"], dict | list):
+            msg = f"{msg} (got {_short(err['input'])})"
+        out.append(Finding(severity=Severity.ERROR, code=code, path=where, line=line,
+                           field=dotted or None, message=msg))
+    return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

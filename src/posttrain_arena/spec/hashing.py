@@ -1,9 +1,11 @@
 """Content hashes of packages and directories, independent of where they live.
 
-The canonical form walks files in sorted POSIX order and hashes each relative path and
-its bytes. The package's own directory name is not part of the hash, so the same task
-copied under another name has the same hash (that is how duplicates are found).
-Symlinks are hashed by their target text, never followed.
+The canonical form walks files in sorted POSIX order and hashes each relative path with
+the sha256 of the file's bytes (a Merkle list: each file is hashed once, and that one
+digest serves both the package hash and the content comparisons of the checks). The
+package's own directory name is not part of the hash, so the same task copied under
+another name has the same hash (that is how duplicates are found). Symlinks are hashed
+by their target text, never followed.
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ def tree_hash(root: Path, files: list[Path] | None = None) -> str:
         if path.is_symlink():
             h.update(b"L" + os.readlink(path).encode("utf-8", "surrogateescape"))
         else:
-            h.update(b"F")
+            digest = hashlib.sha256()
             with path.open("rb") as fh:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
+                    digest.update(chunk)
+            h.update(b"F" + digest.digest())
         h.update(b"\0")
     return "sha256:" + h.hexdigest()
 

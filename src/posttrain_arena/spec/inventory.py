@@ -43,7 +43,8 @@ class Entry:
 class Inventory:
     """What one walk of a package found."""
 
-    __slots__ = ("checksum", "entries", "root", "total_bytes", "truncated", "unreadable")
+    __slots__ = ("checksum", "entries", "root", "texts", "total_bytes", "truncated",
+                 "unreadable")
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -52,6 +53,7 @@ class Inventory:
         self.truncated = False
         self.total_bytes = 0
         self.checksum: str | None = None
+        self.texts: dict[str, bytes] = {}
 
     def under(self, top: str) -> list[Entry]:
         """Entries inside the top-level folder `top` (excluding the folder itself)."""
@@ -116,12 +118,12 @@ def walk(root: Path, max_entries: int) -> Inventory:
     return inv
 
 
-def hash_contents(inv: Inventory, digest_for: set[str] | None = None) -> None:
-    """Read each file once: set the package checksum, and the digests of `digest_for`.
+def hash_contents(inv: Inventory, keep: frozenset[str] | set[str] = frozenset()) -> None:
+    """Read and hash each file once: its digest, and from the digests the checksum.
 
     The checksum equals `hashing.tree_hash(root)`: same entries, order and framing.
-    Per-file digests cost a second hash pass over the bytes, so only the files named
-    in `digest_for` (every file when None) get one.
+    The bytes of the files named in `keep` (the small manifests the checks parse next)
+    are kept in `inv.texts`, so they are not read a second time.
     """
     tree = hashlib.sha256()
     root = str(inv.root)
@@ -132,15 +134,16 @@ def hash_contents(inv: Inventory, digest_for: set[str] | None = None) -> None:
         if entry.kind == "link":
             tree.update(b"L" + (entry.target or "").encode("utf-8", "surrogateescape"))
         else:
-            tree.update(b"F")
             try:
                 data = _read_file(os.path.join(root, entry.rel))
             except OSError as exc:
                 inv.unreadable.append((entry.rel, exc.strerror or str(exc)))
                 return  # no checksum: the package cannot be hashed
-            tree.update(data)
-            if digest_for is None or entry.rel in digest_for:
-                entry.digest = hashlib.sha256(data).hexdigest()
+            digest = hashlib.sha256(data)
+            entry.digest = digest.hexdigest()
+            tree.update(b"F" + digest.digest())
+            if entry.rel in keep:
+                inv.texts[entry.rel] = data
         tree.update(b"\0")
     inv.checksum = "sha256:" + tree.hexdigest()
 

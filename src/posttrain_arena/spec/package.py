@@ -7,19 +7,22 @@ deeper checks in `checks.py` add warnings and the safety checks.
 
 from __future__ import annotations
 
-import os
-import stat
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from posttrain_arena.spec.body import TaskBody, parse_body
+from posttrain_arena.spec.body import Section, TaskBody, parse_body, sidecar_kind, sidecar_sections
 from posttrain_arena.spec.domains import Domain
-from posttrain_arena.spec.findings import Finding, Severity, SpecError
+from posttrain_arena.spec.files import read_small_file, read_text_file
+from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
+from posttrain_arena.spec.harbor import TASK_TOML, is_harbor, parse_harbor
 from posttrain_arena.spec.hashing import tree_hash
-from posttrain_arena.spec.task import TaskFrontmatter
+from posttrain_arena.spec.rubric import VERIFIER_MD, Rubric, read_rubric
+from posttrain_arena.spec.steps import Step, Strategy, parse_steps
+from posttrain_arena.spec.task import SPELLINGS, TaskFrontmatter, normalize_spellings
 from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
 
 TASK_MD = "task.md"
@@ -34,6 +37,22 @@ class VerifierKind(StrEnum):
     PYTEST = "test_outputs.py"
 
 
+class Layout(StrEnum):
+    """Which published format the package directory is written in."""
+
+    POSTTRAIN = "posttrain"
+    """task.md, environment/, verifier/, oracle/"""
+    HARBOR = "harbor"
+    """task.toml, instruction.md, environment/, tests/, solution/ (Harbor, Terminal-Bench)"""
+
+
+#: Per layout: (verifier folder, oracle folder).
+LAYOUT_DIRS: dict[Layout, tuple[str, str]] = {
+    Layout.POSTTRAIN: ("verifier", "oracle"),
+    Layout.HARBOR: ("tests", "solution"),
+}
+
+
 class TaskPackage(BaseModel):
     """One task, loaded and validated."""
 
@@ -45,6 +64,18 @@ class TaskPackage(BaseModel):
     body: TaskBody
     verifier_kind: VerifierKind = Field(description="Which verifier entry point runs")
     checksum: str = Field(description="Content hash of the canonical package")
+    layout: Layout = Field(default=Layout.POSTTRAIN, description="The directory's format")
+    rubric: Rubric | None = Field(
+        default=None, description="verifier.md's rubric: how dimension scores make the reward"
+    )
+    steps: list[Step] = Field(default_factory=list, description="Multi-step tasks' steps")
+    step_strategy: Strategy = Field(default="mean", description="mean or final step reward")
+    verifier_path: Path | None = Field(
+        default=None, description="Overrides the layout's verifier folder (one step's)"
+    )
+    oracle_path: Path | None = Field(
+        default=None, description="Overrides the layout's oracle folder (one step's)"
+    )
 
     @property
     def prompt(self) -> str:
@@ -60,50 +91,31 @@ class TaskPackage(BaseModel):
 
     @property
     def verifier_dir(self) -> Path:
-        return self.root / "verifier"
+        """The folder the verifier phase mounts (verifier/, or tests/ for Harbor)."""
+        return self.verifier_path or self.root / LAYOUT_DIRS[self.layout][0]
 
     @property
     def oracle_dir(self) -> Path:
-        return self.root / "oracle"
+        """The reference solution's folder (oracle/, or solution/ for Harbor)."""
+        return self.oracle_path or self.root / LAYOUT_DIRS[self.layout][1]
+
+    @property
+    def verifier_mount(self) -> str:
+        """Where the verifier folder appears in the verifier's session: /verifier, or
+        what task.md says (/tests for Harbor tasks, whose test.sh names that path)."""
+        return self.frontmatter.verifier.mount
 
     @property
     def dockerfile(self) -> Path:
         return self.environment_dir / "Dockerfile"
 
 
-def read_small_file(path: Path, limit: int, label: str, hint: str) -> bytes:
-    """The bytes of a manifest file; SpecError when missing, not a regular file or large.
-
-    Symlinks are refused (never followed): a manifest linked to a file outside the
-    package would have its content quoted back in error messages.
-    """
+def read_task_md(path: Path, cached: bytes | None = None) -> str:
+    """task.md's text; SpecError when missing, too large, binary or not UTF-8.
+    `cached`: its bytes, when the caller's walk already read them as a regular file."""
     where = str(path)
-    try:
-        info = path.lstat()
-    except OSError:
-        raise SpecError([_err("missing", where, f"{label} is missing; {hint}")]) from None
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
-        what = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a regular file"
-        raise SpecError([_err("missing", where, f"{label} is {what}; it must be a plain file")])
-    if info.st_size > limit:
-        raise SpecError([_err("too-large", where, f"{label} is {info.st_size} bytes; the "
-                              f"limit is {limit} bytes")])
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, "rb") as fh:
-            raw = fh.read(limit + 1)
-    except OSError as exc:
-        raise SpecError([_err("unreadable", where, f"cannot read {label}: "
-                              f"{exc.strerror or exc}")]) from None
-    if len(raw) > limit:
-        raise SpecError([_err("too-large", where, f"{label} is over {limit} bytes")])
-    return raw
-
-
-def read_task_md(path: Path) -> str:
-    """task.md's text; SpecError when missing, too large, binary or not UTF-8."""
-    where = str(path)
-    raw = read_small_file(path, MAX_TASK_MD_BYTES, "task.md", "run `arena task new`")
+    raw = cached if cached is not None and len(cached) <= MAX_TASK_MD_BYTES else \
+        read_small_file(path, MAX_TASK_MD_BYTES, "task.md", "run `arena task new`")
     if b"\0" in raw:
         raise SpecError([_err("binary", where, "task.md is binary; it must be UTF-8 text")])
     try:
@@ -144,33 +156,28 @@ def parse_frontmatter(
     if not isinstance(data, dict):
         return None, lines, [_err("frontmatter", where, "the frontmatter must be a YAML mapping "
                                   f"(got {type(data).__name__})", line=1)]
+    data, problems = normalize_spellings(data)
+    renamed = {name: other for other, name in SPELLINGS.items() if other in lines}
+    for name, other in renamed.items():
+        for key in [k for k in lines if k == other or k.startswith(other + ".")]:
+            lines.setdefault(name + key[len(other):], lines[key])
+    findings = [_err("conflict", where, msg, line=lines.get(key), field=key)
+                for key, msg in problems]
+    if findings:
+        return None, lines, findings
     try:
         return TaskFrontmatter.model_validate(data), lines, []
     except ValidationError as exc:
-        return None, lines, validation_findings(exc, where, lines)
+        found = validation_findings(exc, where, lines)
+        return None, lines, [_respelled(f, renamed) for f in found]
 
 
-def validation_findings(
-    exc: ValidationError, where: str, lines: dict[str, int], code: str = "schema"
-) -> list[Finding]:
-    """Turn pydantic errors into `file:line: field: what (got ...)` findings."""
-    out = []
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
-        dotted = ".".join(loc)
-        line = None
-        for n in range(len(loc), 0, -1):
-            line = lines.get(".".join(loc[:n]))
-            if line is not None:
-                break
-        msg = err["msg"]
-        if err["type"] == "missing":
-            msg = "is required"
-        elif "input" in err and not isinstance(err["input"], dict | list):
-            msg = f"{msg} (got {_short(err['input'])})"
-        out.append(Finding(severity=Severity.ERROR, code=code, path=where, line=line,
-                           field=dotted or None, message=msg))
-    return out
+def _respelled(finding: Finding, renamed: dict[str, str]) -> Finding:
+    """A finding about `environment.x` names `sandbox.x` when the file wrote that."""
+    top, dot, rest = (finding.field or "").partition(".")
+    if top in renamed:
+        return finding.model_copy(update={"field": renamed[top] + dot + rest})
+    return finding
 
 
 def detect_verifier(verifier_dir: Path) -> VerifierKind | None:
@@ -182,31 +189,83 @@ def detect_verifier(verifier_dir: Path) -> VerifierKind | None:
 
 
 class ParsedTaskMd(NamedTuple):
-    """task.md read and validated: what parsed, plus the findings (errors) on the way."""
+    """task.md read and validated: what parsed, plus the findings on the way (errors,
+    and the warnings of verifier.md's rubric)."""
 
     frontmatter: TaskFrontmatter | None
     body: TaskBody | None
     lines: dict[str, int]
     findings: list[Finding]
+    rubric: Rubric | None = None
+    steps: list[Step] = []
+    strategy: Strategy = "mean"
 
 
-def parse_task_md(root: Path) -> ParsedTaskMd:
-    """Read and validate `root/task.md` without raising; problems come back as findings."""
+PROMPTS_DIR = "prompts"
+MAX_SIDECAR_BYTES = 256 * 1024
+MAX_SIDECARS = 64
+
+
+def read_sidecars(root: Path, texts: Mapping[str, bytes] | None = None
+                  ) -> tuple[list[Section], list[Finding]]:
+    """Sections from `prompts/scene.NAME.md`, `prompts/role.NAME.md` and
+    `prompts/user-persona.md` (schema 1.3); other files there are a warning."""
+    folder = root / PROMPTS_DIR
+    if not folder.is_dir() or folder.is_symlink():
+        return [], []
+    found: dict[str, str] = {}
+    findings: list[Finding] = []
+    for entry in sorted(folder.iterdir())[:MAX_SIDECARS + 1]:
+        rel = f"{PROMPTS_DIR}/{entry.name}"
+        if sidecar_kind(entry.name) is None:
+            findings.append(Finding(severity=Severity.WARNING, code="sidecar", path=str(entry),
+                                    message="not a prompt sidecar (scene.NAME.md, role.NAME.md "
+                                    "or user-persona.md); ignored"))
+            continue
+        if len(found) >= MAX_SIDECARS:
+            findings.append(_err("sidecar", str(folder), f"more than {MAX_SIDECARS} sidecars"))
+            break
+        try:
+            found[rel] = read_text_file(entry, MAX_SIDECAR_BYTES, rel,
+                                        (texts or {}).get(rel))
+        except SpecError as exc:
+            findings.extend(exc.findings)
+    return sidecar_sections(found), findings
+
+
+def parse_task_md(root: Path, texts: Mapping[str, bytes] | None = None) -> ParsedTaskMd:
+    """Read and validate `root/task.md` (with its prompt sidecars and verifier.md's
+    rubric) without raising; problems come back as findings. `texts`: files already
+    read by the caller's walk, by relative path (see `inventory.hash_contents`)."""
     where = str(root / TASK_MD)
+    texts = texts or {}
     try:
-        text = read_task_md(root / TASK_MD)
+        text = read_task_md(root / TASK_MD, texts.get(TASK_MD))
         yaml_text, body_text, body_line = split_frontmatter(text, where)
     except SpecError as exc:
         return ParsedTaskMd(None, None, {}, list(exc.findings))
     frontmatter, lines, findings = parse_frontmatter(yaml_text, where)
-    body = parse_body(body_text, body_line)
+    sidecars, more = read_sidecars(root, texts)
+    findings += more
+    body = parse_body(body_text, body_line).with_sections(sidecars)
     if body.prompt is None:
-        findings.append(_err("prompt", where, "no '## prompt' section (or '## scene: NAME'); "
-                             "add one with the agent's instruction"))
+        findings.append(_err("prompt", where, "no prompt: the body is empty and there is no "
+                             "'## prompt' section or scene; write the agent's instruction "
+                             "(under '## prompt', or as the body itself)"))
     elif not body.prompt.strip():
         findings.append(_err("prompt", where, "the '## prompt' section is empty; write the "
                              "agent's instruction under it"))
-    return ParsedTaskMd(frontmatter, body, lines, findings)
+    rubric, notes = read_rubric(root / "verifier", texts.get(f"verifier/{VERIFIER_MD}"))
+    findings += notes
+    steps: list[Step] = []
+    strategy: Strategy = "mean"
+    if frontmatter is not None and frontmatter.steps is not None:
+        steps, strategy, more = parse_steps(root, {
+            "steps": frontmatter.steps,
+            "multi_step_reward_strategy": frontmatter.multi_step_reward_strategy}, lines,
+            where, "posttrain")
+        findings += more
+    return ParsedTaskMd(frontmatter, body, lines, findings, rubric, steps, strategy)
 
 
 def missing_verifier(root: Path) -> Finding:
@@ -215,25 +274,81 @@ def missing_verifier(root: Path) -> Finding:
                 "verifier/verifier.py, verifier/test.sh or verifier/test_outputs.py")
 
 
+def is_task_dir(path: Path) -> bool:
+    """Whether `path` holds a task package in either layout (task.md or task.toml)."""
+    return (path / TASK_MD).is_file() or (path / TASK_TOML).is_file()
+
+
+def detect_layout(root: Path) -> Layout:
+    """The format `root` is written in; SpecError when it is none of them, or both."""
+    posttrain = (root / TASK_MD).exists() or (root / TASK_MD).is_symlink()
+    harbor = is_harbor(root)
+    if posttrain and harbor:
+        raise SpecError([_err("layout", str(root), f"both {TASK_MD} and {TASK_TOML}: is this "
+                              "a PostTrain package or a Harbor task? Keep one (`arena task "
+                              "convert` writes either format from the other)")])
+    if harbor:
+        return Layout.HARBOR
+    if posttrain:
+        return Layout.POSTTRAIN
+    hint = (" It has envs/: check it as a collection (`arena collection check`)."
+            if (root / "envs").is_dir() else "")
+    raise SpecError([_err("layout", str(root), f"not a task package: no {TASK_MD} (the "
+                          f"PostTrain / BenchFlow layout) and no {TASK_TOML} (the Harbor "
+                          "layout). Point at the folder that holds one, or start one with "
+                          f"`arena task new`.{hint}")])
+
+
+def harbor_verifier(root: Path, steps: list[Step] | None = None) -> VerifierKind | None:
+    """A Harbor task's verifier entry point: tests/test.sh, the only one Harbor runs (for
+    a multi-step task, each step's tests/ or the task's must hold one)."""
+    if steps:
+        ok = all((s.verifier_dir is not None and (s.verifier_dir / "test.sh").is_file())
+                 or (root / "tests" / "test.sh").is_file() for s in steps)
+        return VerifierKind.TEST_SH if ok else None
+    return VerifierKind.TEST_SH if (root / "tests" / "test.sh").is_file() else None
+
+
+def missing_harbor_verifier(root: Path) -> Finding:
+    """The finding for a Harbor task without tests/test.sh."""
+    return _err("verifier", str(root / "tests" / "test.sh"), "no tests/test.sh; a Harbor "
+                "task is verified by it (it writes /logs/verifier/reward.txt)")
+
+
 def load_task(path: Path | str, checksum: str | None = None) -> TaskPackage:
-    """Load a task package; raise SpecError listing every blocking problem found.
+    """Load a task package (PostTrain or Harbor layout); raise SpecError listing every
+    blocking problem found.
 
     `checksum`, when the caller has already hashed the tree (the checks do, in their
     single walk), saves reading every file a second time.
     """
     root = Path(path)
     if not root.is_dir():
-        raise SpecError([_err("not-a-directory", str(root),
-                              "not a task directory (expected a folder with task.md)")])
-    parsed = parse_task_md(root)
-    findings = list(parsed.findings)
-    kind = detect_verifier(root / "verifier")
-    if kind is None:
-        findings.append(missing_verifier(root))
-    if parsed.frontmatter is None or parsed.body is None or kind is None or findings:
-        raise SpecError(findings)
-    return TaskPackage(root=root, name=root.resolve().name, frontmatter=parsed.frontmatter,
-                       body=parsed.body, verifier_kind=kind,
+        raise SpecError([_err("not-a-directory", str(root), "not a task directory (expected "
+                              f"a folder with {TASK_MD}, or {TASK_TOML} for a Harbor task)")])
+    layout = detect_layout(root)
+    if layout is Layout.HARBOR:
+        harbor = parse_harbor(root)
+        frontmatter, body, rubric = harbor.frontmatter, harbor.body, harbor.rubric
+        steps, strategy = harbor.steps, harbor.strategy
+        findings = list(harbor.findings)
+        kind = harbor_verifier(root, steps)
+        if kind is None:
+            findings.append(missing_harbor_verifier(root))
+    else:
+        parsed = parse_task_md(root)
+        frontmatter, body, rubric = parsed.frontmatter, parsed.body, parsed.rubric
+        steps, strategy = parsed.steps, parsed.strategy
+        findings = list(parsed.findings)
+        kind = detect_verifier(root / "verifier")
+        if kind is None:
+            findings.append(missing_verifier(root))
+    blocking = [f for f in findings if f.severity is Severity.ERROR]
+    if frontmatter is None or body is None or kind is None or blocking:
+        raise SpecError(blocking)
+    return TaskPackage(root=root, name=root.resolve().name, frontmatter=frontmatter,
+                       body=body, verifier_kind=kind, rubric=rubric, layout=layout,
+                       steps=steps, step_strategy=strategy,
                        checksum=checksum or tree_hash(root))
 
 
@@ -241,8 +356,3 @@ def _err(code: str, path: str, message: str, line: int | None = None,
          field: str | None = None) -> Finding:
     return Finding(severity=Severity.ERROR, code=code, path=path, line=line, field=field,
                    message=message)
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

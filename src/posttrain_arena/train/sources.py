@@ -17,7 +17,7 @@ from pathlib import Path
 
 from posttrain_arena.spec.findings import SpecError
 from posttrain_arena.spec.hashing import combine_hashes
-from posttrain_arena.spec.package import TASK_MD, TaskPackage, load_task
+from posttrain_arena.spec.package import TaskPackage, is_task_dir, load_task
 
 
 class SourceError(Exception):
@@ -39,11 +39,11 @@ def package_dirs(root: Path) -> list[Path]:
     if not root.is_dir():
         raise SourceError(f"{root}: not a directory (expected a collection or suite folder)")
     base = root / "envs" if (root / "envs").is_dir() else root
-    if (base / TASK_MD).is_file():
+    if is_task_dir(base):
         return [base]  # a single task package
     return sorted(
         p for p in base.iterdir()
-        if p.is_dir() and not p.name.startswith(("_", ".")) and (p / TASK_MD).is_file()
+        if p.is_dir() and not p.name.startswith(("_", ".")) and is_task_dir(p)
     )
 
 

@@ -29,6 +29,7 @@ from posttrain_arena.trial.harness import HARNESS_DIR, harness_bundle
 from posttrain_arena.trial.pool import SessionPool
 from posttrain_arena.trial.records import TrialRecord
 from posttrain_arena.trial.result import Outcome, TestDetail
+from posttrain_arena.trial.rubric import apply_rubric
 from posttrain_arena.trial.shell import SessionShell
 from posttrain_arena.trial.state import (
     StateTooLarge,
@@ -87,6 +88,8 @@ class TrialPlan:
     timings: dict[str, float]
     agent_info: dict[str, object] = field(default_factory=dict)
     pool: SessionPool | None = None
+    keep_agent_session: bool = False
+    """issue 14: a multi-step trial's agent session outlives a step (kill_all, no halt)."""
 
     @property
     def harness_cwd(self) -> str:
@@ -168,7 +171,9 @@ def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
     directory is fetched by copy; otherwise the record's folder is mounted there."""
     t0 = time.monotonic()
     mounts = [
-        Mount(source=plan.task.verifier_dir.resolve(), target=VERIFIER_MOUNT, read_only=True),
+        # issue 14: the layout says where (Harbor's test.sh names /tests)
+        Mount(source=plan.task.verifier_dir.resolve(), target=plan.task.verifier_mount,
+              read_only=True),
         Mount(source=harness_bundle(), target=HARNESS_DIR, read_only=True),
     ]
     limits = plan.limits(network=False)
@@ -253,7 +258,7 @@ def _end_agent_processes(plan: TrialPlan, session: Session) -> None:
     SIGKILL of the container, its files kept readable) does so; otherwise, and for
     shared verification, which goes on in this session, kill_all."""
     halt = getattr(session, "halt", None)
-    if plan.fresh and callable(halt):
+    if plan.fresh and callable(halt) and not plan.keep_agent_session:
         halt()
     else:
         session.kill_all()
@@ -275,7 +280,7 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     pool.submit(agent_session.stop)
     if report.dropped_links:
         plan.record.write_text("dropped_links.txt", "\n".join(report.dropped_links) + "\n")
-    command = build_command(plan.task.verifier_kind, verifier_dir=VERIFIER_MOUNT,
+    command = build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
                             harness_dir=HARNESS_DIR, workdir=plan.workdir,
                             base_env=dict(plan.image.env), isolate_site=False)
     if plan.pooled_logs and onecall.takes_stdin(vsession):  # not prepared by the pool
@@ -318,6 +323,9 @@ def read_verifier(plan: TrialPlan, command: VerifierCommand, logs: Path,
     reading = read_outcome(logs, exit_code=result.exit_code, timed_out=result.timed_out,
                            timeout=timeout, pytest_only=command.pytest_only,
                            stderr_tail=result.stderr or result.stdout)
+    # issue 14 hook: a verifier.md rubric makes the reward from reward.json's dimensions
+    reading = apply_rubric(plan.task.rubric, logs, reading, exited_normally=(
+        not result.timed_out and result.exit_code in ((0, 1) if command.pytest_only else (0,))))
     return Reading(reading.reward, reading.reason, reading.details,
                    exit_code=None if result.timed_out else result.exit_code)
 

@@ -18,7 +18,7 @@ from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.script import ScriptAgent
 from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.package import TASK_MD, load_task
+from posttrain_arena.spec.package import is_task_dir, load_task
 from posttrain_arena.trial.result import Outcome, TrialResult
 from posttrain_arena.trial.runner import TrialRunner
 
@@ -92,7 +92,7 @@ class CollectionReplay(BaseModel):
 def task_dirs(root: Path) -> list[Path]:
     """Package folders of a collection (envs/*), or of a plain folder of packages."""
     base = root / "envs" if (root / "envs").is_dir() else root
-    if (root / TASK_MD).is_file():
+    if is_task_dir(root):
         return [root]
     return sorted(d for d in base.iterdir()
                   if d.is_dir() and not d.is_symlink() and not d.name.startswith(("_", ".")))

@@ -22,7 +22,7 @@ from posttrain_arena.agents.base import Agent
 from posttrain_arena.sandbox.base import Backend, BuildError, ImageRef, SandboxError
 from posttrain_arena.spec.hashing import tree_hash
 from posttrain_arena.spec.package import TaskPackage
-from posttrain_arena.trial import lifecycle
+from posttrain_arena.trial import lifecycle, multistep
 from posttrain_arena.trial.journal import Journal
 from posttrain_arena.trial.pool import SessionPool
 from posttrain_arena.trial.records import TrialConfig, TrialRecord, trial_id
@@ -153,7 +153,8 @@ class TrialRunner:
                 seed=seed, agent_timeout=timeout, network=network, record=record,
                 scratch=scratch, timings=timings, pool=self.pool,
             )
-            phase = lifecycle.execute(plan)
+            # issue 14: multi-step tasks run step by step on the same machinery
+            phase = (multistep.execute if task.steps else lifecycle.execute)(plan)
         except (BuildError, _BuildFailed) as exc:
             phase = lifecycle.PhaseOutcome(Outcome.BUILD_FAILED,
                                            reason=f"the environment did not build: {exc}")

@@ -1,0 +1,1 @@
+"""Trajectories out: evaluation and training episodes as TRL-ready SFT rows."""

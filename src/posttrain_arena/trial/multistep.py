@@ -1,0 +1,139 @@
+"""Multi-step trials (issue 14): one agent session across the steps, each step verified.
+
+    agent session ─step 1 agent phase─▶ kill_all ─▶ fresh verifier (step 1) ─▶ reward 1
+                  ─step 2 agent phase─▶ kill_all ─▶ fresh verifier (step 2) ─▶ reward 2 ...
+
+The agent keeps its session (its files, its installed tools) from one step to the next;
+after each step every agent process is ended, the state roots are copied into a fresh
+session from the pristine image, and the step's verifier folder (the task's, with the
+step's files layered over it) scores them there, exactly as a one-step trial's
+verifier would. The phases are lifecycle's own (`_agent_phase`, `_start_verifier`,
+`run_verifier`), so isolation, limits, deadlines and reward reading are the same code.
+A step that times out ends the trial (`agent_timeout`); a step without a reward makes
+it a verifier error naming the step. The reward is the steps' mean, or the last one's.
+The trial's transcript holds every step's messages, in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import time
+from pathlib import Path
+
+from posttrain_arena.agents.transcript import Transcript
+from posttrain_arena.sandbox.base import Session
+from posttrain_arena.spec.body import Section, TaskBody
+from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.spec.steps import Step, aggregate
+from posttrain_arena.trial import lifecycle
+from posttrain_arena.trial.harness import HARNESS_DIR
+from posttrain_arena.trial.result import Outcome, TestDetail
+from posttrain_arena.trial.state import StateTooLarge, fetch_state, put_state, state_roots
+from posttrain_arena.trial.verifier import build_command
+
+NO_SOLUTION = "#!/bin/bash\n# this step has no reference solution: nothing to do\n"
+
+
+def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
+    """Run every step of `plan.task`; raise on infrastructure failure (as lifecycle)."""
+    task = plan.task
+    roots = state_roots(plan.workdir, list(task.frontmatter.verifier.state_paths))
+    t0 = time.monotonic()
+    session = plan.backend.start(plan.image, limits=plan.limits(network=plan.network),
+                                 labels=plan.labels("agent"))
+    plan.timings["agent_start"] = time.monotonic() - t0
+    rewards: list[float] = []
+    details: list[TestDetail] = []
+    combined = Transcript()
+    try:
+        for i, step in enumerate(task.steps):
+            last = i == len(task.steps) - 1
+            step_plan = dataclasses.replace(
+                plan, task=_step_task(task, step, plan.scratch / f"step-{i}"), pool=None,
+                agent_timeout=step.agent_timeout_sec or plan.agent_timeout,
+                keep_agent_session=not last, timings={})
+            ended = lifecycle._agent_phase(step_plan, session)
+            plan.agent_info = step_plan.agent_info
+            _keep_transcript(plan, combined)
+            if ended is not None:
+                reason = f"step {step.name!r}: {ended.reason}"
+                return dataclasses.replace(ended, reason=reason, details=details)
+            reading = _verify_step(step_plan, session, roots, i)
+            if reading.reward is None:
+                return lifecycle.PhaseOutcome(
+                    Outcome.VERIFIER_ERROR, reason=f"step {step.name!r}: {reading.reason}",
+                    details=details + reading.details, agent_info=plan.agent_info,
+                    verifier_exit_code=reading.exit_code)
+            rewards.append(reading.reward)
+            details.append(TestDetail(name=f"step:{step.name}", status="scored",
+                                      message=f"reward {reading.reward:g}"))
+            details += [d.model_copy(update={"name": f"{step.name}/{d.name}"})
+                        for d in reading.details]
+        plan.timings["total_steps"] = time.monotonic() - t0
+        return lifecycle.PhaseOutcome(Outcome.SCORED, aggregate(rewards, task.step_strategy),
+                                      details=details, agent_info=plan.agent_info)
+    finally:
+        if combined.messages:
+            plan.record.write_transcript(combined)
+        with contextlib.suppress(Exception):  # an orphan is the reaper's job
+            session.stop()
+
+
+def _keep_transcript(plan: lifecycle.TrialPlan, combined: Transcript) -> None:
+    """Add the step's transcript (each agent phase writes its own) to the trial's."""
+    path = plan.record.dir / "transcript.json"
+    with contextlib.suppress(OSError, ValueError):
+        step = Transcript.model_validate_json(path.read_text(encoding="utf-8"))
+        combined.messages += step.messages
+        combined.turns += step.turns
+
+
+def _verify_step(plan: lifecycle.TrialPlan, session: Session, roots: list[str],
+                 index: int) -> lifecycle.Reading:
+    """The step's verifier in a fresh session, on a copy of the agent's state."""
+    logs = plan.record.verifier_dir
+    for stale in logs.iterdir() if logs.is_dir() else []:  # the last step's reward
+        if stale.is_file() or stale.is_symlink():
+            stale.unlink()
+    storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
+    try:
+        report = fetch_state(session, roots, plan.scratch / f"state-{index}",
+                             max_kbytes=storage_kb, cwd=plan.harness_cwd)
+    except StateTooLarge as exc:
+        return lifecycle.Reading(None, str(exc))
+    vsession = lifecycle._start_verifier(plan, roots)
+    try:
+        put_state(vsession, report)
+        command = build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
+                                harness_dir=HARNESS_DIR, workdir=plan.workdir,
+                                base_env=dict(plan.image.env), isolate_site=False)
+        return lifecycle.run_verifier(plan, vsession, command, logs)
+    finally:
+        vsession.stop()
+
+
+def _step_task(task: TaskPackage, step: Step, scratch: Path) -> TaskPackage:
+    """The task as one step sees it: its prompt, its layered verifier folder, its oracle."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    verifier = scratch / "verifier"
+    base = task.root / ("tests" if task.layout.value == "harbor" else "verifier")
+    if base.is_dir():
+        shutil.copytree(base, verifier, symlinks=True)
+    if step.verifier_dir is not None:
+        shutil.copytree(step.verifier_dir, verifier, symlinks=True, dirs_exist_ok=True)
+    verifier.mkdir(exist_ok=True)
+    oracle = step.oracle_dir
+    if oracle is None:
+        oracle = scratch / "oracle"
+        oracle.mkdir()
+        (oracle / "solve.sh").write_text(NO_SOLUTION)
+    fm = task.frontmatter
+    if step.verifier_timeout_sec is not None:
+        fm = fm.model_copy(update={"verifier": fm.verifier.model_copy(
+            update={"timeout_sec": step.verifier_timeout_sec})})
+    body = TaskBody(sections=[Section(kind="prompt", name="prompt", text=step.prompt,
+                                      line=1)], text=step.prompt)
+    return task.model_copy(update={"frontmatter": fm, "body": body, "steps": [],
+                                   "verifier_path": verifier, "oracle_path": oracle})
