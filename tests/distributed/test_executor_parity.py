@@ -1,0 +1,112 @@
+"""The Ray executor gives the thread executor's results for the same jobs and seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.tasks import write_task
+from posttrain_arena.agents.model import AgentSettings
+from posttrain_arena.agents.spec import AgentSpec
+from posttrain_arena.distributed.ray_executor import RayExecutor
+from posttrain_arena.evaluate.report import EvalReport
+from posttrain_arena.evaluate.runner import evaluate
+from posttrain_arena.evaluate.suite import load_suite
+from posttrain_arena.trial.executor import ExecutorError, ThreadExecutor, TrialJob
+from posttrain_arena.trial.journal import Journal
+from posttrain_arena.trial.runner import TrialRunner
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
+SCRIPT = """\
+scripts:
+  - match: 'alpha'
+    responses: [{bash: 'echo alpha > out.txt'}, {submit: true}]
+default: [{bash: 'echo wrong > out.txt'}, {submit: true}]
+"""
+
+
+def _suite(tmp_path: Path) -> Path:
+    for name, word, domain in [("a", "alpha", "software-engineering"),
+                               ("b", "beta", "cybersecurity"),
+                               ("c", "gamma", "cybersecurity")]:
+        write_task(tmp_path / "suite", name, word=word, domain=domain)
+    (tmp_path / "script.yaml").write_text(SCRIPT)
+    return tmp_path
+
+
+def _facts(report: EvalReport) -> list[tuple[object, ...]]:
+    """What must not depend on where a trial ran (not timings, paths or start times)."""
+    return sorted((t.trial_id, t.task_name, t.seed, t.outcome, t.reward, t.passed,
+                   t.prompt_tokens, t.completion_tokens) for t in report.trials)
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_ray_matches_thread_executor(tmp_path: Path) -> None:
+    root = _suite(tmp_path)
+    suite = load_suite(root / "suite")
+    spec = AgentSpec(kind="model", model=f"scripted:{root / 'script.yaml'}",
+                     name="model:scripted", settings=AgentSettings(max_turns=4))
+    factory = lambda task: spec  # noqa: E731
+    thread = evaluate(suite, factory, k=2, executor=ThreadExecutor(TrialRunner("local"),
+                                                                    slots=2))
+    ray_exec = RayExecutor(backend="local")
+    try:
+        assert ray_exec.slots == 2
+        remote = evaluate(suite, factory, k=2, executor=ray_exec)
+    finally:
+        ray_exec.close()
+    assert _facts(remote) == _facts(thread)
+    # Not vacuous: both passes and failures, tokens counted, every trial ran remotely.
+    assert {t.passed for t in remote.trials} == {True, False}
+    assert remote.overall.pass_rate == pytest.approx(1 / 3)
+    assert remote.completion_tokens == thread.completion_tokens > 0
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_ray_journal_is_written_by_the_driver_and_resumes(tmp_path: Path) -> None:
+    root = _suite(tmp_path)
+    suite = load_suite(root / "suite")
+    journal_path = tmp_path / "j.jsonl"
+    ex = RayExecutor(backend="local")
+    try:
+        first = evaluate(suite, lambda t: AgentSpec(kind="oracle"), k=1, executor=ex,
+                         journal=Journal(journal_path))
+        lines = journal_path.read_text().splitlines()
+        assert len(lines) == 3 and first.overall.pass_rate == 1.0
+        # A resumed evaluation reads every trial back: nothing new is run or written.
+        again = evaluate(suite, lambda t: AgentSpec(kind="oracle"), k=1, executor=ex,
+                         journal=Journal(journal_path))
+    finally:
+        ex.close()
+    assert journal_path.read_text().splitlines() == lines
+    assert _facts(again) == _facts(first)
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_live_agents_are_refused_not_run(tmp_path: Path) -> None:
+    from posttrain_arena.agents.oracle import OracleAgent
+
+    root = _suite(tmp_path)
+    suite = load_suite(root / "suite")
+    ex = RayExecutor(backend="local")
+    try:
+        with pytest.raises(ExecutorError, match="live agent"):
+            ex.run(TrialJob(suite.tasks[0], OracleAgent()))
+        with pytest.raises(ExecutorError, match="live agent"):
+            evaluate(suite, lambda t: OracleAgent(), executor=ex)
+    finally:
+        ex.close()
+
+
+def test_a_cluster_without_sandbox_slots_is_refused(arena_cache_dir: Path) -> None:
+    import ray
+
+    ray.init(num_cpus=1, object_store_memory=100 * 1024 * 1024, include_dashboard=False,
+             log_to_driver=False)
+    try:
+        with pytest.raises(ExecutorError, match="arena_sandbox_slot"):
+            RayExecutor()
+    finally:
+        ray.shutdown()
