@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from posttrain_arena.trial.runner import TrialRunner
 
 SLOT_RESOURCE = "arena_sandbox_slot"
 """The custom resource a node offers once per sandbox it can run at once."""
+
+log = logging.getLogger(__name__)
 
 _REAP_AGE_SEC = 10 * 365 * 86400.0  # reap by dead owner only, never by age
 
@@ -148,7 +151,7 @@ class RayExecutor:
         self._fn = ray.remote(_trial_on_node).options(
             num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=max_retries,
             retry_exceptions=False)
-        self._reap = ray.remote(_reap_here).options(num_cpus=0)
+        self._reap = ray.remote(_reap_here)
         self._packages: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -207,14 +210,17 @@ class RayExecutor:
             pass
         except RayError:
             pass  # TaskCancelledError / WorkerCrashedError: the worker is gone
-        self.reap()
+        try:
+            self.reap()
+        except Exception as exc:  # the result stays infra_error; say why nothing was reaped
+            log.warning("reaping after a cancelled trial failed: %s", exc)
 
     def reap(self) -> list[dict[str, Any]]:
         """Reap orphaned sandboxes on every live node; what each removed."""
         ray = self._ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        refs = [self._reap.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        refs = [self._reap.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
                     node["NodeID"], soft=False)).remote()
                 for node in ray.nodes() if node.get("Alive")]
         reports: list[dict[str, Any]] = ray.get(refs, timeout=300)
