@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import ray  # the `cluster` extra, which `all` (what CI installs) includes
 
-ray = pytest.importorskip("ray")
-
-from posttrain_arena.distributed.ray_executor import SLOT_RESOURCE  # noqa: E402
+from posttrain_arena.distributed.ray_executor import SLOT_RESOURCE
 
 STORE = 100 * 1024 * 1024
 

@@ -87,7 +87,8 @@ def evaluate(
         if runner is None:
             raise ValueError("evaluate needs a runner or an executor")
         executor = ThreadExecutor(runner, slots=jobs or 1)
-    jobs = jobs or executor.slots
+    ran: TrialExecutor = executor
+    jobs = jobs or ran.slots
     if k < 1 or jobs < 1:
         raise ValueError(f"k and jobs must be at least 1 (got k={k}, jobs={jobs})")
     agents = {t.name: agent_factory(t) for t in suite.tasks}
@@ -95,10 +96,9 @@ def evaluate(
             for seed in range(k) for task in suite.tasks]
     names = {job.agent_name for job in work}
     agent_name = names.pop() if len(names) == 1 else "mixed:" + ",".join(sorted(names))
-    own_journal = journal if journal is not None and executor.journal is not journal else None
+    own_journal = journal if journal is not None and ran.journal is not journal else None
     results: list[TrialResult] = []
     start = time.monotonic()
-    ran = executor
 
     def one(job: TrialJob) -> TrialResult:
         if own_journal is not None:
@@ -125,6 +125,6 @@ def evaluate(
     return build_report(
         [(t.name, t.checksum, t.domain.value) for t in suite.tasks], results,
         model=model or agent_name, agent=agent_name, suite=suite.source,
-        suite_hash=suite.hash, k=k, backend=executor.backend_name,
+        suite_hash=suite.hash, k=k, backend=ran.backend_name,
         wall_sec=time.monotonic() - start,
     )

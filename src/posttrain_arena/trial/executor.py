@@ -74,14 +74,25 @@ class TrialOutput:
 class TrialExecutor(Protocol):
     """Runs one trial at a time per call; safe to call from many threads."""
 
-    name: str
-    """`thread` or `ray`: recorded with the results."""
-    slots: int
-    """How many trials are worth keeping in flight at once (caller's thread count)."""
-    backend_name: str
-    """The sandbox backend the trials run on."""
-    journal: Journal | None
-    """The journal this executor records to itself, if any (callers then do not)."""
+    @property
+    def name(self) -> str:
+        """`thread` or `ray`: recorded with the results."""
+        ...
+
+    @property
+    def slots(self) -> int:
+        """How many trials are worth keeping in flight at once (caller's thread count)."""
+        ...
+
+    @property
+    def backend_name(self) -> str:
+        """The sandbox backend the trials run on."""
+        ...
+
+    @property
+    def journal(self) -> Journal | None:
+        """The journal this executor records to itself, if any (callers then do not)."""
+        ...
 
     def run(self, job: TrialJob) -> TrialOutput:
         """Run the job; never raises for a failed trial (that is an outcome)."""
