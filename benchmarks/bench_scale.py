@@ -112,7 +112,12 @@ def main() -> None:
     ap.add_argument("--wait", type=float, default=2.0, help="part 2: agent sleep, seconds")
     ap.add_argument("--slots", type=int, default=2, help="part 2: sandbox slots per node")
     ap.add_argument("--scale-trials", type=int, default=24, help="part 2: trials per run")
+    ap.add_argument("--no-warm-pool", action="store_true", help="start every session cold "
+                    "(both executors): the warm pool is per process, so Ray's worker "
+                    "processes share it less than the thread pool's one runner does")
+    ap.add_argument("--skip-scale", action="store_true", help="part 1 only")
     args = ap.parse_args()
+    warm = not args.no_warm_pool
 
     import ray
     from ray.cluster_utils import Cluster
@@ -124,7 +129,7 @@ def main() -> None:
     suite = write_suite(tmp / "suite", args.tasks)
     oracle = AgentSpec(kind="oracle")
     n = args.tasks * args.k
-    runner = TrialRunner("local")
+    runner = TrialRunner("local", warm_pool=warm)
     thread = ThreadExecutor(runner, slots=args.jobs)
     timed(suite, oracle, 1, thread, args.jobs)  # builds every image
     t_wall, _ = timed(suite, oracle, args.k, thread, args.jobs)
@@ -133,23 +138,26 @@ def main() -> None:
     figures: dict[str, float] = {}
 
     def ray_part1() -> None:
-        ex = RayExecutor(backend="local")
+        ex = RayExecutor(backend="local", warm_pool=warm)
         timed(suite, oracle, 1, ex, args.jobs)  # warm: workers started, packages sent
         figures["ray"], _ = timed(suite, oracle, args.k, ex, args.jobs)
 
-    with_ray(lambda: ray.init(resources={SLOT_RESOURCE: args.jobs}, num_cpus=1,
+    with_ray(lambda: ray.init(address="local", resources={SLOT_RESOURCE: args.jobs}, num_cpus=1,
                               object_store_memory=STORE, include_dashboard=False,
                               log_to_driver=False), ray_part1)
     r_wall = figures["ray"]
     per_thread = t_wall / n
     overhead = (r_wall - t_wall) / n
-    print(f"part 1: {n} oracle trials, local backend, concurrency {args.jobs}")
+    print(f"part 1: {n} oracle trials, local backend, concurrency {args.jobs}, "
+          f"warm pool {'on' if warm else 'off'}")
     print(f"  thread executor (baseline): {t_wall:7.1f} s  {60 * n / t_wall:7.1f} trials/min")
     print(f"  ray executor, one machine : {r_wall:7.1f} s  {60 * n / r_wall:7.1f} trials/min")
     print(f"  ray overhead per trial    : {1000 * overhead:+7.1f} ms "
           f"({100 * overhead / per_thread:+.1f}% of the thread pool's {1000 * per_thread:.0f} "
           "ms per trial; target < 10%)")
 
+    if args.skip_scale:
+        return
     script = tmp / "wait.sh"
     script.write_text(f"sleep {args.wait}\necho alpha > out.txt\n")
     waiting = AgentSpec(kind="script", script=str(script))
@@ -157,7 +165,7 @@ def main() -> None:
     rates: dict[int, float] = {}
     for nodes in (1, 2):
         def part2(nodes: int = nodes) -> None:
-            ex = RayExecutor(backend="local")
+            ex = RayExecutor(backend="local", warm_pool=warm)
             timed(wait_suite, oracle, 1, ex, ex.slots)  # warm every node
             wall, _ = timed(wait_suite, waiting, 1, ex, ex.slots)
             rates[nodes] = 60 * args.scale_trials / wall

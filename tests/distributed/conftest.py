@@ -21,7 +21,7 @@ STORE = 100 * 1024 * 1024
 @pytest.fixture
 def local_ray(arena_cache_dir: Path) -> Iterator[None]:
     """A one-node Ray with two sandbox slots, for executor tests."""
-    ray.init(resources={SLOT_RESOURCE: 2}, num_cpus=1, object_store_memory=STORE,
+    ray.init(address="local", resources={SLOT_RESOURCE: 2}, num_cpus=1, object_store_memory=STORE,
              include_dashboard=False, log_to_driver=False)
     try:
         yield

@@ -103,7 +103,8 @@ def test_live_agents_are_refused_not_run(tmp_path: Path) -> None:
 def test_a_cluster_without_sandbox_slots_is_refused(arena_cache_dir: Path) -> None:
     import ray
 
-    ray.init(num_cpus=1, object_store_memory=100 * 1024 * 1024, include_dashboard=False,
+    ray.init(address="local", num_cpus=1, object_store_memory=100 * 1024 * 1024,
+             include_dashboard=False,
              log_to_driver=False)
     try:
         with pytest.raises(ExecutorError, match="arena_sandbox_slot"):

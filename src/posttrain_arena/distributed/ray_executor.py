@@ -131,7 +131,8 @@ class RayExecutor:
             if where:
                 ray.init(address=where, log_to_driver=False)
             else:
-                ray.init(resources={SLOT_RESOURCE: local_slots}, include_dashboard=False,
+                ray.init(address="local", resources={SLOT_RESOURCE: local_slots},
+                         include_dashboard=False,
                          object_store_memory=object_store_memory, log_to_driver=False)
             self._started = True
         offered = int(ray.cluster_resources().get(SLOT_RESOURCE, 0))
