@@ -142,7 +142,8 @@ def main() -> None:
         timed(suite, oracle, 1, ex, args.jobs)  # warm: workers started, packages sent
         figures["ray"], _ = timed(suite, oracle, args.k, ex, args.jobs)
 
-    with_ray(lambda: ray.init(address="local", resources={SLOT_RESOURCE: args.jobs}, num_cpus=1,
+    with_ray(lambda: ray.init(address="local", resources={SLOT_RESOURCE: args.jobs},
+                              num_cpus=args.jobs,
                               object_store_memory=STORE, include_dashboard=False,
                               log_to_driver=False), ray_part1)
     r_wall = figures["ray"]
@@ -174,7 +175,7 @@ def main() -> None:
             cluster = Cluster(initialize_head=True, head_node_args={
                 "num_cpus": 1, "object_store_memory": STORE, "include_dashboard": False})
             for _ in range(nodes):
-                cluster.add_node(num_cpus=1, object_store_memory=STORE,
+                cluster.add_node(num_cpus=args.slots, object_store_memory=STORE,
                                  resources={SLOT_RESOURCE: args.slots})
             cluster.wait_for_nodes()
             ray.init(address=cluster.address, log_to_driver=False)

@@ -21,7 +21,7 @@ STORE = 100 * 1024 * 1024
 @pytest.fixture
 def local_ray(arena_cache_dir: Path) -> Iterator[None]:
     """A one-node Ray with two sandbox slots, for executor tests."""
-    ray.init(address="local", resources={SLOT_RESOURCE: 2}, num_cpus=1, object_store_memory=STORE,
+    ray.init(address="local", resources={SLOT_RESOURCE: 2}, num_cpus=2, object_store_memory=STORE,
              include_dashboard=False, log_to_driver=False)
     try:
         yield
@@ -38,7 +38,7 @@ def three_nodes(arena_cache_dir: Path) -> Iterator[tuple[object, list[object]]]:
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "object_store_memory": STORE, "include_dashboard": False})
     try:
-        workers = [cluster.add_node(num_cpus=1, object_store_memory=STORE,
+        workers = [cluster.add_node(num_cpus=2, object_store_memory=STORE,
                                     resources={SLOT_RESOURCE: 2}) for _ in range(2)]
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False)

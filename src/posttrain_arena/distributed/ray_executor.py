@@ -131,7 +131,11 @@ class RayExecutor:
             if where:
                 ray.init(address=where, log_to_driver=False)
             else:
+                # Ray keeps at most num_cpus idle workers per node and kills the rest;
+                # a killed worker's successor pays a process start, an import and a
+                # cold warm pool, so there must be at least as many CPUs as slots.
                 ray.init(address="local", resources={SLOT_RESOURCE: local_slots},
+                         num_cpus=max(local_slots, os.cpu_count() or 1),
                          include_dashboard=False,
                          object_store_memory=object_store_memory, log_to_driver=False)
             self._started = True

@@ -8,7 +8,8 @@ CPU build there once per machine), never in the project's: vLLM pins its own tor
 It is started as `python -m vllm.entrypoints.openai.api_server` (the `vllm` console
 script of the CPU wheel cannot find its own distribution), with Hermes tool-call
 parsing (the `<tool_call>` blocks our chat templates render), and on CPU with
-`--dtype float32 --enforce-eager` and a KV cache of `kv_cache_gb` (VLLM_CPU_KVCACHE_SPACE).
+`--dtype float32 --enforce-eager` and a KV cache of `kv_cache_gb` GiB
+(VLLM_CPU_KVCACHE_SPACE, a whole number).
 One server serves one model folder: to serve a stage's new weights, start another.
 """
 
@@ -51,7 +52,7 @@ def _free_port() -> int:
 class VllmServer:
     """Starts vLLM on a free local port; `close` (or leaving the `with`) stops it."""
 
-    def __init__(self, model_dir: Path, *, python: Path, kv_cache_gb: float = 1.0,
+    def __init__(self, model_dir: Path, *, python: Path, kv_cache_gb: int = 1,
                  max_model_len: int = 2048, start_timeout_sec: float = 600.0,
                  extra_args: tuple[str, ...] = ()) -> None:
         self.model_dir = Path(model_dir).resolve()
