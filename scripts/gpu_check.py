@@ -72,7 +72,7 @@ def main() -> int:
     gen_sec = sum(e["wall_sec"] for e in evals)
     grpo = json.loads((stages / "grpo" / "metrics.json").read_text())
     peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else 0.0
-    print(f"gpu-check: model {n_params / 1e6:.0f}M parameters "
+    print(f"gpu-check: model {n_params / 1e6:.1f}M parameters "
           f"({args.layers} layers, d={args.hidden}) on {args.device}")
     print(f"gpu-check: evaluation tokens/s {tokens / gen_sec if gen_sec else 0:.1f} "
           f"({tokens} tokens over the baseline and final evaluations)")
