@@ -127,15 +127,21 @@ def test_a_trial_past_its_deadline_is_cancelled_and_reaped(local_ray: None,
         while not _sleepers() and time.monotonic() < end:
             time.sleep(0.2)
         assert _sleepers(), "the agent's process never started"
+        workers = {p.pid for s in _sleepers() for p in s.parents()
+                   if p.name().startswith("ray::")}
+        assert workers, "the agent's process does not run under a Ray worker"
         runner.join(timeout=WAIT_SEC)
         result = out["r"].result
     finally:
         ex.close()
     assert result.outcome == "infra_error" and result.reward is None
     assert result.reason.startswith("cancelled: the trial outlived its deadline")
-    # The killed worker's sandbox is gone: no agent process, no session directory.
+    # The worker was killed and its sandbox is gone: no agent process, and no session
+    # directory owned by it (other sessions may be live: the machine is shared).
+    assert not [pid for pid in workers if psutil.pid_exists(pid)]
     assert not _sleepers()
-    assert not [d for d in sessions_dir().iterdir() if d.name.startswith(SESSION_PREFIX)]
+    assert not [d for d in sessions_dir().iterdir() if d.name.startswith(SESSION_PREFIX)
+                and _owner(d) in workers]
 
 
 def _sleepers() -> list[psutil.Process]:
@@ -145,3 +151,11 @@ def _sleepers() -> list[psutil.Process]:
         if cmd[:2] == ["sleep", "613"]:
             found.append(p)
     return found
+
+
+def _owner(session: Path) -> int | None:
+    """The pid that started a local session (its `owner` file), if readable."""
+    try:
+        return int((session / "owner").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
