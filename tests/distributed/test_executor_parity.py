@@ -85,6 +85,28 @@ def test_ray_journal_is_written_by_the_driver_and_resumes(tmp_path: Path) -> Non
 
 
 @pytest.mark.usefixtures("local_ray")
+def test_a_captured_run_comes_back_from_the_node(tmp_path: Path) -> None:
+    """The teacher and GRPO learn from the agent's transcript: it must travel back."""
+    root = _suite(tmp_path)
+    task = load_suite(root / "suite").tasks[0]
+    job = TrialJob(task, AgentSpec(kind="oracle-teacher"), capture=True)
+    ex = RayExecutor(backend="local")
+    try:
+        remote = ex.run(job)
+        plain = ex.run(TrialJob(task, AgentSpec(kind="oracle-teacher"), seed=1))
+    finally:
+        ex.close()
+    local = ThreadExecutor(TrialRunner("local")).run(job)
+    assert remote.result.passed and remote.node is not None
+    assert remote.run is not None and local.run is not None
+    # The same conversation (messages also carry the time left, which differs).
+    assert [(m.role, m.tool_calls) for m in remote.run.transcript.messages] == \
+        [(m.role, m.tool_calls) for m in local.run.transcript.messages]
+    assert remote.run.transcript.messages[-1].tool_calls  # ends with the submit call
+    assert plain.run is None  # nothing is shipped back unless asked for
+
+
+@pytest.mark.usefixtures("local_ray")
 def test_live_agents_are_refused_not_run(tmp_path: Path) -> None:
     from posttrain_arena.agents.oracle import OracleAgent
 

@@ -73,12 +73,12 @@ def _node_runner(cfg: NodeConfig) -> TrialRunner:
 
 
 def _trial_on_node(blob: bytes, checksum: str, name: str, agent: AgentSpec, seed: int,
-                   agent_timeout: float | None, cfg: NodeConfig) -> TrialOutput:
+                   agent_timeout: float | None, capture: bool, cfg: NodeConfig) -> TrialOutput:
     """The Ray task: unpack (once per node), build the agent, run the trial here."""
     import ray
 
     task = unpack(blob, checksum=checksum, name=name)
-    out = run_job(_node_runner(cfg), TrialJob(task, agent, seed, agent_timeout))
+    out = run_job(_node_runner(cfg), TrialJob(task, agent, seed, agent_timeout, capture))
     return TrialOutput(out.result, out.run, node=ray.get_runtime_context().get_node_id())
 
 
@@ -188,7 +188,8 @@ class RayExecutor:
         from ray.exceptions import GetTimeoutError, RayError
 
         ref = self._fn.remote(self._package(job.task), job.task.checksum, job.task.name,
-                              job.agent, job.seed, job.agent_timeout, self.node_config)
+                              job.agent, job.seed, job.agent_timeout, job.capture,
+                              self.node_config)
         limit = self.deadline(job)
         try:
             out: TrialOutput = ray.get(ref, timeout=limit)
