@@ -133,3 +133,27 @@ def test_a_cluster_without_sandbox_slots_is_refused(arena_cache_dir: Path) -> No
             RayExecutor()
     finally:
         ray.shutdown()
+
+
+def test_arena_eval_with_the_ray_executor(tmp_path: Path, arena_cache_dir: Path) -> None:
+    """`arena eval --executor ray` (a one-machine Ray of --jobs slots, stopped after)
+    writes the report the thread executor writes."""
+    from typer.testing import CliRunner
+
+    from posttrain_arena.cli.main import app
+
+    root = _suite(tmp_path)
+    reports = {}
+    for executor in ("thread", "ray"):
+        out = tmp_path / f"{executor}.json"
+        res = CliRunner().invoke(app, [
+            "eval", str(root / "suite"), "-m", f"scripted:{root / 'script.yaml'}", "-k", "2",
+            "-j", "2", "--backend", "local", "-o", str(out), "--executor", executor,
+            "--json"])
+        assert res.exit_code == 0, res.output
+        reports[executor] = EvalReport.load(out)
+    assert _facts(reports["ray"]) == _facts(reports["thread"])
+    assert reports["ray"].overall.pass_rate == pytest.approx(1 / 3)
+    import ray
+
+    assert not ray.is_initialized()  # the command stopped the Ray it started
