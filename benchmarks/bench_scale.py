@@ -138,7 +138,7 @@ def main() -> None:
     figures: dict[str, float] = {}
 
     def ray_part1() -> None:
-        ex = RayExecutor(backend="local", warm_pool=warm)
+        ex = RayExecutor(backend="local", warm_pool=warm)  # as the thread pool's runner
         timed(suite, oracle, 1, ex, args.jobs)  # warm: workers started, packages sent
         figures["ray"], _ = timed(suite, oracle, args.k, ex, args.jobs)
 

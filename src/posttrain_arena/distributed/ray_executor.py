@@ -103,7 +103,7 @@ class RayExecutor:
         backend: str = "auto",
         records_root: str | None = None,
         allow_network: bool | None = None,
-        warm_pool: bool = True,
+        warm_pool: bool = False,
         max_retries: int = 2,
         slots: int | None = None,
         local_slots: int = 4,
@@ -114,6 +114,9 @@ class RayExecutor:
         """`address`: a cluster to join (default: $RAY_ADDRESS, else a one-machine
         cluster started here with `local_slots` sandbox slots and a small object
         store). `max_retries`: Ray re-runs of a trial whose worker or node died.
+        `warm_pool`: pre-start the next session in each worker process; off by default,
+        because every worker process keeps its own pool, and benchmarks/bench_scale.py
+        measured +300 ms of Ray overhead per trial with it against +100 ms without.
         `slots`: trials kept in flight (default: the cluster's sandbox slots).
         `hard_deadline_sec`: cancel a trial after this long (default: its build, agent
         and verifier limits plus `deadline_slack_sec`)."""
