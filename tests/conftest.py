@@ -1,6 +1,6 @@
 """Capability gates shared by the whole suite.
 
-A test marked `docker`, `bwrap`, `postgres` or `browser` is skipped when that capability
+A test marked `docker`, `bwrap`, `postgres`, `browser` or `vllm` is skipped when that capability
 is missing on this machine — unless ARENA_REQUIRE_ALL_BACKENDS=1 (CI sets it), where a
 missing capability fails the test instead, so CI can never go green by skipping.
 """
@@ -62,7 +62,18 @@ def _browser() -> str | None:
     return None
 
 
-_GATES = {"docker": _docker, "bwrap": _bwrap, "postgres": _postgres, "browser": _browser}
+@functools.cache
+def _vllm() -> str | None:
+    if os.environ.get("ARENA_VLLM_PYTHON"):
+        return None
+    script = Path(__file__).resolve().parents[1] / "scripts" / "vllm-env.sh"
+    if subprocess.run(["bash", str(script), "--check"], capture_output=True).returncode:
+        return "vLLM's environment is not installed (run scripts/vllm-env.sh)"
+    return None
+
+
+_GATES = {"docker": _docker, "bwrap": _bwrap, "postgres": _postgres, "browser": _browser,
+          "vllm": _vllm}
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -12,6 +12,7 @@ from posttrain_arena.models.scripted import ScriptedModel
 from posttrain_arena.spec.package import load_task
 from posttrain_arena.train.recipe import TeacherSection
 from posttrain_arena.train.teacher import OracleTeacherAgent, run_teacher
+from posttrain_arena.trial.executor import ThreadExecutor
 from posttrain_arena.trial.runner import TrialRunner
 
 from .taskkit import make_word_task
@@ -33,7 +34,7 @@ def test_model_teacher_attempts_and_threshold(tmp_path: Path, train_cache: Path)
     cfg = TeacherSection(kind="endpoint", base_url="http://127.0.0.1:9/v1", model="scripted",
                          attempts=2, accept_threshold=1.0)
     coverage = run_teacher(
-        [right, wrong], cfg, run_trial=lambda t, a, s: runner.run(t, a, seed=s),
+        [right, wrong], cfg, run_job=ThreadExecutor(runner).run,
         make_agent=lambda t: ModelAgent(model, AgentSettings(max_turns=4), name="teacher"),
         work_dir=work, concurrency=2, seed=0)
     assert coverage["covered"] == 1 and coverage["coverage"] == 0.5
@@ -45,7 +46,7 @@ def test_model_teacher_attempts_and_threshold(tmp_path: Path, train_cache: Path)
     assert kept[0]["messages"][-1]["role"] == "assistant"
 
     # Resume: a second call reuses the recorded attempts instead of running again.
-    again = run_teacher([right, wrong], cfg, run_trial=lambda *a: pytest.fail("reran"),
+    again = run_teacher([right, wrong], cfg, run_job=lambda job: pytest.fail("reran"),
                         make_agent=lambda t: OracleTeacherAgent(None), work_dir=work,
                         concurrency=1, seed=0)
     assert again["covered"] == 1

@@ -41,6 +41,11 @@ def eval_command(
     agent_timeout: float | None = typer.Option(None, "--agent-timeout", help="Override "
                                                "task.md's agent.timeout_sec (seconds)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    executor: str = typer.Option("thread", "--executor", help="Where trials run: thread "
+                                 "(this process) or ray (one Ray task per trial)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
+                                           help="Ray cluster to join (with --executor ray; "
+                                           "default: start one on this machine)."),
 ) -> None:
     """Run a model as an agent on every task of a suite, K times, and write a report.
 
@@ -51,28 +56,35 @@ def eval_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from posttrain_arena.agents.model import AgentSettings
-    from posttrain_arena.evaluate.runner import evaluate, model_agents
+    from posttrain_arena.distributed import ExecutorError, make_executor
+    from posttrain_arena.evaluate.runner import evaluate, model_agent_specs, model_agents
     from posttrain_arena.evaluate.suite import SuiteError, load_suite
     from posttrain_arena.models import ModelError, load_model
     from posttrain_arena.sandbox.base import PrerequisiteError
     from posttrain_arena.trial.journal import Journal
-    from posttrain_arena.trial.runner import TrialRunner
 
     console = Console(stderr=True)
     journal_path = output.with_name(output.name + ".trials.jsonl")
     if journal_path.exists() and not resume:
         _usage(f"{journal_path} exists from an earlier run; pass --resume to continue it, "
                "or remove it to start over")
+    if executor == "ray" and api_key:
+        _usage("--api-key does not travel to Ray nodes; set OPENAI_API_KEY on every node")
+    settings = AgentSettings(temperature=temperature, max_turns=max_turns)
     try:
         loaded = load_suite(suite)
         if heldout:
             loaded.check_heldout()
-        chat = load_model(model, base_url=base_url, api_key=api_key, device=device)
-        runner = TrialRunner(backend, records_root=records, journal=Journal(journal_path))
-    except (SuiteError, ModelError, PrerequisiteError, ValueError) as exc:
+        if executor == "ray":  # the model is loaded on each node, from its spec
+            factory = model_agent_specs(model, settings, name=f"model:{model}",
+                                        base_url=base_url, device=device)
+        else:
+            chat = load_model(model, base_url=base_url, api_key=api_key, device=device)
+            factory = model_agents(chat, settings, name=f"model:{model}")
+        ran = make_executor(executor, backend=backend, slots=jobs, records_root=records,
+                            ray_address=ray_address)
+    except (SuiteError, ModelError, PrerequisiteError, ExecutorError, ValueError) as exc:
         _usage(str(exc))
-    settings = AgentSettings(temperature=temperature, max_turns=max_turns)
-    factory = model_agents(chat, settings, name=f"model:{model}")
     with Progress("[progress.description]{task.description}", BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=console,
                   disable=as_json) as bar:
@@ -82,8 +94,12 @@ def eval_command(
             bar.update(bar_task, completed=done,
                        description=f"{result.task_name[:30]} {result.outcome.value}")
 
-        report = evaluate(loaded, factory, k=k, jobs=jobs, runner=runner, progress=progress,
-                          model=model, agent_timeout=agent_timeout)
+        try:
+            report = evaluate(loaded, factory, k=k, executor=ran, progress=progress,
+                              journal=Journal(journal_path), model=model,
+                              agent_timeout=agent_timeout)
+        finally:
+            ran.close()
     report.save(output)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))

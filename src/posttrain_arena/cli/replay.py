@@ -105,6 +105,11 @@ def replay(
     records: Path | None = typer.Option(
         None, "--records", help="Keep trial records here (default: a temporary folder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the replay report as JSON."),
+    executor: str = typer.Option("thread", "--executor", help="Where trials run: thread "
+                                 "(this process) or ray (one Ray task per trial)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
+                                           help="Ray cluster to join (with --executor ray; "
+                                           "default: start one on this machine)."),
 ) -> None:
     """Oracle and empty trials for every package: exit 0 when every oracle scores 1.0
     and every empty trial is rejected."""
@@ -114,23 +119,35 @@ def replay(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
     from rich.table import Table
 
+    from posttrain_arena.trial.executor import ThreadExecutor, TrialExecutor
     from posttrain_arena.trial.replay import replay_collection, replay_jobs
 
     if not directory.is_dir():
         typer.echo(f"error: {directory} is not a folder", err=True)
         raise typer.Exit(2)
     root = records or Path(tempfile.gettempdir()) / "arena-records"
-    runner = _runner(backend, None, root, batch=True)
+    if executor == "thread" and not ray_address:
+        ran: TrialExecutor = ThreadExecutor(_runner(backend, None, root, batch=True),
+                                            slots=jobs, own_runner=True)
+    else:
+        from posttrain_arena.distributed import ExecutorError, make_executor
+
+        try:
+            ran = make_executor(executor, backend=backend, slots=jobs, records_root=root,
+                                ray_address=ray_address)
+        except (ExecutorError, ValueError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
     console = Console(stderr=as_json)
     with Progress("[progress.description]{task.description}", BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=console,
                   transient=as_json) as progress:
         bar = progress.add_task("replaying", total=replay_jobs(directory))
         try:
-            report = replay_collection(directory, runner, jobs=jobs,
+            report = replay_collection(directory, jobs=max(jobs, ran.slots), executor=ran,
                                        on_done=lambda c: progress.advance(bar))
         finally:
-            runner.close()
+            ran.close()
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json"), indent=2))
         raise typer.Exit(0 if report.ok else 1)

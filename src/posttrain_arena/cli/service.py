@@ -72,6 +72,9 @@ def worker(
     data_dir: Path | None = _DATA_DIR,
     database_url: str | None = _DB_URL,
     once: bool = typer.Option(False, "--once", help="Process the queue, then exit when empty"),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="Be a Ray driver: fan each run's trials out over this "
+        "cluster (also ARENA_RAY_ADDRESS); the database keeps claims and heartbeats."),
 ) -> None:
     """Take queued runs and drive them through their stages (resumable)."""
     import contextlib
@@ -84,6 +87,8 @@ def worker(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = _settings(data_dir, database_url)
+    if ray_address:
+        settings = settings.model_copy(update={"ray_address": ray_address})
     w = Worker(open_database(settings), settings)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

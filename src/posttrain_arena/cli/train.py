@@ -70,6 +70,12 @@ def run(
     run_name: str | None = typer.Option(None, "--run-name", help="Run folder name"),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check and plan; run nothing"),
+    executor: str = typer.Option("thread", "--executor", help="Where evaluation and "
+                                 "teacher trials run: thread (this process) or ray (one "
+                                 "Ray task per trial; GRPO rollouts stay in this process)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
+                                           help="Ray cluster to join (with --executor ray; "
+                                           "default: start one on this machine)."),
 ) -> None:
     """Run the pipeline: baseline, teacher, SFT, GRPO, final eval, score.json."""
     from posttrain_arena.train.pipeline import run_dir_for, run_recipe
@@ -91,11 +97,21 @@ def run(
         else:
             typer.echo(f"[{e.stage}] {e.status} {e.message}".rstrip(), err=True)
 
+    ran = None
+    if (executor != "thread" or ray_address) and not dry_run:
+        from posttrain_arena.distributed import ExecutorError, make_executor
+
+        try:
+            ran = make_executor(executor, backend=r.runtime.sandbox,
+                                slots=r.runtime.concurrency, ray_address=ray_address)
+        except (ExecutorError, ValueError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
     try:
         # Trainers print their logs on stdout; keep stdout for the JSON result.
         with contextlib.redirect_stdout(sys.stderr):
             score = run_recipe(r, run_dir=run_dir, resume=resume, dry_run=dry_run,
-                               progress=progress)
+                               progress=progress, executor=ran)
     except (RecipeError, SourceError) as exc:
         _emit({"ok": False, "error": str(exc), "run_dir": str(run_dir)})
         typer.echo(f"error: {exc}", err=True)
@@ -105,6 +121,9 @@ def run(
                "hint": "fix the cause, then rerun with --resume"})
         typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1) from None
+    finally:
+        if ran is not None:
+            ran.close()
     _emit(score.model_dump(mode="json"))
 
 

@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     poll_interval_sec: float = Field(
         default=2.0, gt=0, description="How often an idle worker looks for queued runs"
     )
+    ray_address: str | None = Field(
+        default=None,
+        description="Ray cluster a worker fans each run's trials out over (host:port or "
+        "ray://...); unset: trials run in the worker's own process (docs/cluster.md)",
+    )
     upload_max_bytes: int = Field(
         default=50 * 1024 * 1024, gt=0, description="Largest accepted collection archive"
     )

@@ -46,6 +46,7 @@ class RunContext:
     heartbeat: Callable[[], bool] = field(default=lambda: True)
     log: Callable[[str], None] = field(default=lambda _msg: None)
     substage: Callable[[str], None] = field(default=lambda _name: None)
+    ray_address: str | None = None  # fan the run's trials out over this Ray cluster
 
     @property
     def snapshot_dir(self) -> Path:
@@ -137,8 +138,19 @@ def run_pipeline(ctx: RunContext) -> dict[str, Any]:
             if ctx.should_stop():
                 raise StageError("the run was canceled or given to another worker")
 
-    score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True,
-                       progress=progress)
+    executor = None
+    if ctx.ray_address:  # this worker is a Ray driver; its journals stay in run_dir
+        from posttrain_arena.distributed import make_executor
+
+        executor = make_executor("ray", backend=recipe.runtime.sandbox,
+                                 slots=recipe.runtime.concurrency,
+                                 ray_address=ctx.ray_address)
+    try:
+        score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True,
+                           progress=progress, executor=executor)
+    finally:
+        if executor is not None:
+            executor.close()
     data = score.model_dump(mode="json")
     (ctx.run_dir / "score.json").write_text(json.dumps(data, indent=2))
     # Only aggregates go to the database and the API: per-task data names sealed tasks.

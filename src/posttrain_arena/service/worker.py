@@ -104,7 +104,8 @@ class Worker:
                              collection_hash=col.content_hash, challenge=challenge,
                              heartbeat=hb.beat,
                              log=lambda msg: log.info("run %s: %s", run_id, msg),
-                             substage=lambda name: self._substage(run_id, name))
+                             substage=lambda name: self._substage(run_id, name),
+                             ray_address=self.settings.ray_address)
             return ctx, list(run.stages_done)
 
     def _substage(self, run_id: int, name: str) -> None:

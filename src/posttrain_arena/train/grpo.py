@@ -32,8 +32,8 @@ from posttrain_arena.models.base import SamplingParams
 from posttrain_arena.models.transformers_local import TransformersChatModel
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.train.recipe import GrpoSection, ModelSection
-from posttrain_arena.train.teacher import CapturingAgent
-from posttrain_arena.trial.result import Outcome, TrialResult
+from posttrain_arena.trial.executor import TrialJob, TrialOutput
+from posttrain_arena.trial.result import Outcome
 
 
 @dataclass
@@ -52,15 +52,15 @@ class Episode:
 EpisodeFn = Callable[[TaskPackage, Any, int], Episode]
 
 
-def trial_episodes(run_trial: Callable[[TaskPackage, Any, int], TrialResult]) -> EpisodeFn:
-    """Episodes as real trials: the verifier's reward; infrastructure failures -> None."""
+def trial_episodes(run_job: Callable[[TrialJob], TrialOutput]) -> EpisodeFn:
+    """Episodes as real trials (on whatever executor `run_job` uses): the verifier's
+    reward; infrastructure failures -> None."""
 
     def episode(task: TaskPackage, agent: Any, seed: int) -> Episode:
-        capture = CapturingAgent(agent)
         t0 = time.monotonic()
-        result = run_trial(task, capture, seed)
+        out = run_job(TrialJob(task, agent, seed, capture=True))
         wall = time.monotonic() - t0
-        run = capture.runs.get((task.name, seed))
+        result, run = out.result, out.run
         info = run.info if run is not None else {}
         reward: float | None = result.score
         reason = result.reason

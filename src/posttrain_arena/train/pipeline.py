@@ -17,6 +17,7 @@ from posttrain_arena.train.plan import Plan, plan
 from posttrain_arena.train.recipe import Recipe, RecipeError, is_remote
 from posttrain_arena.train.score import Score
 from posttrain_arena.train.stages import Progress, Stage, StageRunner, no_progress
+from posttrain_arena.trial.executor import TrialExecutor
 
 __all__ = ["Plan", "Score", "launch_problems", "plan", "run_dir_for", "run_recipe"]
 
@@ -48,10 +49,13 @@ def run_recipe(
     resume: bool = True,
     dry_run: bool = False,
     progress: Progress = no_progress,
+    executor: TrialExecutor | None = None,
 ) -> Score:
     """Run (or, with `dry_run`, only check and plan) a recipe; returns the score.
 
     A crash leaves the run folder resumable: call again with `resume=True`.
+    `executor`: where evaluation and teacher trials run (default: this process); the
+    journals stay in the run folder, so a run resumes whatever executor ran it before.
     """
     the_plan = plan(recipe)
     problems = launch_problems(recipe)
@@ -66,7 +70,7 @@ def run_recipe(
     (run_dir / "recipe.json").write_text(json.dumps(recipe.model_dump(mode="json"), indent=2))
     (run_dir / "plan.json").write_text(the_plan.model_dump_json(indent=2))
     runner = StageRunner(run_dir, progress=progress, resume=resume)
-    steps = Steps(recipe, run_dir, runner)
+    steps = Steps(recipe, run_dir, runner, executor)
     r = recipe
     graph = [
         Stage("snapshot", steps.snapshot, r.section_hash("model", "train", "eval")),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
@@ -10,7 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from posttrain_arena.agents.model import AgentSettings, ModelAgent
+from posttrain_arena.agents.model import AgentSettings
+from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.evaluate.report import EvalReport
 from posttrain_arena.spec.hashing import tree_hash
 from posttrain_arena.spec.package import TaskPackage
@@ -18,9 +20,8 @@ from posttrain_arena.train import leakage, score
 from posttrain_arena.train.recipe import Recipe, RecipeError
 from posttrain_arena.train.sources import TaskSet, fetch, load_taskset
 from posttrain_arena.train.stages import StageContext, StageRunner
+from posttrain_arena.trial.executor import ThreadExecutor, TrialExecutor, TrialJob, TrialOutput
 from posttrain_arena.trial.journal import Journal
-from posttrain_arena.trial.records import trial_id
-from posttrain_arena.trial.result import TrialResult
 
 
 class GateFailed(RuntimeError):
@@ -37,11 +38,17 @@ def policy_location(stage_dir: Path) -> str:
 class Steps:
     """Stage bodies sharing one recipe, one trial runner and the loaded task sets."""
 
-    def __init__(self, recipe: Recipe, run_dir: Path, runner: StageRunner) -> None:
+    def __init__(self, recipe: Recipe, run_dir: Path, runner: StageRunner,
+                 executor: TrialExecutor | None = None) -> None:
+        """`executor`: where trials of agents described by specs run (evaluations, the
+        teacher); default: threads of this process. GRPO's rollouts always run here:
+        their agent is the policy being trained, a live object of this process."""
         self.r = recipe
         self.run_dir = run_dir
         self.stages = runner
         self._runner: Any = None
+        self._executor = executor
+        self._in_process: ThreadExecutor | None = None
         self._device: str | None = None
         self._sets: dict[str, TaskSet] = {}
         self._lock = threading.Lock()
@@ -70,23 +77,38 @@ class Steps:
                 self._runner = TrialRunner(self.r.runtime.sandbox)
             return self._runner
 
+    @property
+    def in_process(self) -> ThreadExecutor:
+        """Threads of this process on the local trial runner (live agents run here)."""
+        runner = self.runner  # takes self._lock itself
+        with self._lock:
+            if self._in_process is None:
+                self._in_process = ThreadExecutor(runner, slots=self.r.runtime.concurrency)
+            return self._in_process
+
+    @property
+    def executor(self) -> TrialExecutor:
+        """Where trials of spec-described agents run."""
+        return self._executor if self._executor is not None else self.in_process
+
     def close(self) -> None:
         """Stop the trial runner's idle sandbox sessions."""
         if self._runner is not None and hasattr(self._runner, "close"):
             self._runner.close()
 
-    def trial(self, task: TaskPackage, agent: Any, seed: int,
-              journal: Journal | None = None) -> TrialResult:
-        """One trial; with a journal, a finished identical trial is not run again."""
+    def run_job(self, job: TrialJob, journal: Journal | None = None,
+                executor: TrialExecutor | None = None) -> TrialOutput:
+        """One trial with the recipe's agent time limit; with a journal (kept here, on
+        the driver), a finished identical trial is not run again."""
+        job = dataclasses.replace(job, agent_timeout=self.r.agent.timeout_sec)
         if journal is not None:
-            done = journal.done(trial_id(task.checksum, agent.name, seed))
+            done = journal.done(job.trial_id)
             if done is not None:
-                return done
-        result: TrialResult = self.runner.run(task, agent, seed=seed,
-                                              agent_timeout=self.r.agent.timeout_sec)
+                return TrialOutput(done)
+        out = (executor or self.executor).run(job)
         if journal is not None:
-            journal.append(result)
-        return result
+            journal.append(out.result)
+        return out
 
     def taskset(self, which: str) -> TaskSet:
         if which not in self._sets:
@@ -106,29 +128,28 @@ class Steps:
                              max_tokens=a.max_turns * a.max_new_tokens,
                              temperature=a.temperature if temperature is None else temperature)
 
-    def policy_agent(self, location: str, name: str, temperature: float | None = None) -> Any:
-        if self.r.runtime.policy_endpoint:
-            from posttrain_arena.models.openai import OpenAIChatModel
-
-            model: Any = OpenAIChatModel(location, base_url=self.r.runtime.policy_endpoint)
-        else:
-            from posttrain_arena.models.transformers_local import TransformersChatModel
-
-            model = TransformersChatModel.from_pretrained(location, device=self.device)
-        return ModelAgent(model, self.settings(temperature), name=name)
+    def policy_spec(self, location: str, name: str) -> AgentSpec:
+        """The model agent for the policy at `location`, as a spec any executor builds."""
+        endpoint = self.r.runtime.policy_endpoint
+        # In this process: the device picked here (which also applies the recipe's torch
+        # thread count); on a cluster, each node picks its own unless the recipe says.
+        device = self.device if self._executor is None else (
+            None if self.r.runtime.device == "auto" else self.r.runtime.device)
+        return AgentSpec(kind="model", name=name, settings=self.settings(),
+                         model=f"openai:{location}" if endpoint else f"hf:{location}",
+                         base_url=endpoint, device=device)
 
     def evaluate(self, ctx: StageContext, tasks: list[TaskPackage], location: str, name: str,
                  k: int, journal: str = "journal.jsonl") -> EvalReport:
         """k samples (seeds 0..k-1) of the policy at `location` on `tasks`, resumable."""
-        from posttrain_arena.evaluate.runner import evaluate, model_agents
+        from posttrain_arena.evaluate.runner import evaluate
         from posttrain_arena.evaluate.suite import suite_from_tasks
 
-        agent = self.policy_agent(location, name)
+        spec = self.policy_spec(location, name)
         return evaluate(
             suite_from_tasks(list(tasks), source=f"{ctx.name}:{name}"),
-            model_agents(agent.model, agent.settings, name=name), k=k,
-            jobs=self.r.runtime.concurrency, runner=self.runner,
-            journal=Journal(ctx.work_dir / journal), model=location,
+            lambda task: spec, k=k, jobs=self.r.runtime.concurrency,
+            executor=self.executor, journal=Journal(ctx.work_dir / journal), model=location,
             agent_timeout=self.r.agent.timeout_sec,
             progress=lambda d, n, _r: ctx.step(d, n, name))
 
@@ -194,27 +215,19 @@ class Steps:
         return _eval_summary(report)
 
     def teacher(self, ctx: StageContext) -> dict[str, Any]:
-        from posttrain_arena.train.teacher import OracleTeacherAgent, run_teacher
+        from posttrain_arena.train.teacher import run_teacher
 
         t = self.r.teacher
-
-        def make_agent(task: TaskPackage) -> Any:
-            if t.kind == "oracle":
-                solve = task.oracle_dir / "solve.sh"
-                text = solve.read_text(errors="replace") if solve.is_file() else None
-                return OracleTeacherAgent(text, self.settings())
-            import os
-
-            from posttrain_arena.models.openai import OpenAIChatModel
-
-            model = OpenAIChatModel(t.model or "", base_url=t.base_url,
-                                    api_key=os.environ.get(t.api_key_env))
-            return ModelAgent(model, self.settings(t.temperature), name=f"teacher:{t.model}")
-
+        if t.kind == "oracle":
+            spec = AgentSpec(kind="oracle-teacher", settings=self.settings())
+        else:  # the teacher's key is read from t.api_key_env where the trial runs
+            spec = AgentSpec(kind="model", model=f"openai:{t.model}", base_url=t.base_url,
+                             api_key_env=t.api_key_env, name=f"teacher:{t.model}",
+                             settings=self.settings(t.temperature), per_task_limits=False)
         j = Journal(ctx.work_dir / "journal.jsonl")
         return run_teacher(self.kept_training(), t,
-                           run_trial=lambda task, a, s: self.trial(task, a, s, j),
-                           make_agent=make_agent, work_dir=ctx.work_dir,
+                           run_job=lambda job: self.run_job(job, j),
+                           make_agent=lambda task: spec, work_dir=ctx.work_dir,
                            concurrency=self.r.runtime.concurrency, seed=self.r.runtime.seed,
                            on_step=lambda d, n: ctx.step(d, n, "tasks"))
 
@@ -277,7 +290,8 @@ class Steps:
         settings = self.settings(cfg.temperature).model_copy(
             update={"max_tokens": min(cfg.max_completion_length,
                                       self.r.agent.max_turns * self.r.agent.max_new_tokens)})
-        rollout = AgentRollout({t.name: t for t in tasks}, trial_episodes(self.trial),
+        rollout = AgentRollout({t.name: t for t in tasks}, trial_episodes(
+            lambda job: self.run_job(job, executor=self.in_process)),
                                settings=settings, num_generations=cfg.num_generations,
                                max_completion_length=cfg.max_completion_length,
                                concurrency=self.r.runtime.concurrency, seed=self.r.runtime.seed)
@@ -328,7 +342,7 @@ class Steps:
             package_version=__version__,
             seeds={"runtime": rt.seed, "bootstrap": rt.seed, "eval_first_seed": 0,
                    "eval_last_seed": rt.k - 1},
-            sandbox_backend=str(getattr(self._runner, "backend_name", rt.sandbox)),
+            sandbox_backend=self.executor.backend_name,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"))
         records = {n: rec for n, rec in ctx.upstream.items()}
         result = score.Score(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,73 +23,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
-from posttrain_arena.agents.model import (
-    TOOLS,
-    AgentSettings,
-    bash_call_message,
-    call_id,
-    format_output,
-    initial_messages,
-    submit_call_message,
-    tool_result_message,
-)
+from posttrain_arena.agents.base import Agent, AgentRun
+from posttrain_arena.agents.model import TOOLS
+from posttrain_arena.agents.spec import AgentSpec
+from posttrain_arena.agents.teacher import OracleTeacherAgent, oracle_command
 from posttrain_arena.agents.transcript import Transcript
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.train.recipe import TeacherSection
+from posttrain_arena.trial.executor import TrialJob, TrialOutput
 from posttrain_arena.trial.result import Outcome, TrialResult
 
-
-def oracle_command(solve_text: str) -> str:
-    """solve.sh as one shell command: its text, without the shebang line."""
-    lines = solve_text.strip("\n").splitlines()
-    if lines and lines[0].startswith("#!"):
-        lines = lines[1:]
-    return "\n".join(lines).strip()
-
-
-class OracleTeacherAgent:
-    """Runs the oracle's commands the way the model agent runs a command, and records
-    the conversation in the model agent's format."""
-
-    name = "teacher:oracle"
-
-    def __init__(self, solve_text: str | None, settings: AgentSettings | None = None) -> None:
-        self.command = oracle_command(solve_text) if solve_text else ""
-        self.settings = settings or AgentSettings()
-
-    def run(self, shell: Shell, ctx: AgentContext) -> AgentRun:
-        """One episode: bash(solve.sh text), then submit."""
-        start = time.monotonic()
-        if not self.command:
-            return AgentRun(transcript=Transcript(), error="the task has no oracle/solve.sh")
-        messages = initial_messages(ctx.prompt, ctx.deadline - start)
-        messages.append(bash_call_message(self.command, 0))
-        left = ctx.deadline - time.monotonic()
-        result = shell.exec(self.command, timeout=max(1.0, left))
-        output = format_output(result.exit_code, result.stdout, result.stderr,
-                               timed_out=result.timed_out, limit=self.settings.output_chars)
-        messages.append(tool_result_message(output, ctx.deadline - time.monotonic(), call_id(0)))
-        messages.append(submit_call_message(1))
-        info = {"turns": 2, "commands": 1, "exit_code": result.exit_code,
-                "exit": "submit", "agent_sec": time.monotonic() - start}
-        return AgentRun(transcript=Transcript(messages=messages), info=info)
-
-
-class CapturingAgent:
-    """Wraps an agent and keeps each episode's AgentRun, keyed by (task, seed)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.runs: dict[tuple[str, int], AgentRun] = {}
-        self._lock = threading.Lock()
-
-    def run(self, shell: Shell, ctx: AgentContext) -> AgentRun:
-        run = self.inner.run(shell, ctx)
-        with self._lock:
-            self.runs[(ctx.task_name, ctx.seed)] = run
-        return run
+__all__ = ["OracleTeacherAgent", "TeacherAttempt", "oracle_command", "run_teacher",
+           "trajectory_messages"]
 
 
 class TeacherAttempt(BaseModel):
@@ -105,7 +49,8 @@ class TeacherAttempt(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list, description="The trajectory")
 
 
-TrialFn = Callable[[TaskPackage, Any, int], TrialResult]
+JobFn = Callable[[TrialJob], TrialOutput]
+"""Runs one trial job (an executor's `run`, with the caller's journal around it)."""
 
 
 def trajectory_messages(transcript: Transcript) -> list[dict[str, Any]]:
@@ -120,14 +65,18 @@ def run_teacher(
     tasks: Sequence[TaskPackage],
     cfg: TeacherSection,
     *,
-    run_trial: TrialFn,
-    make_agent: Callable[[TaskPackage], Any],
+    run_job: JobFn,
+    make_agent: Callable[[TaskPackage], Agent | AgentSpec],
     work_dir: Path,
     concurrency: int,
     seed: int,
     on_step: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Teacher rollouts for every task; writes trajectories.jsonl and coverage.json."""
+    """Teacher rollouts for every task; writes trajectories.jsonl and coverage.json.
+
+    Attempts at one task run one after another (the next is needed only while too few
+    were accepted); `concurrency` tasks are in flight at once, each trial on whatever
+    executor `run_job` hands it to. attempts.jsonl is written here, on the driver."""
     log = work_dir / "attempts.jsonl"
     done: dict[str, list[TeacherAttempt]] = {}
     if log.is_file():
@@ -145,10 +94,8 @@ def run_teacher(
         accepted = sum(a.accepted for a in attempts)
         n = len(attempts)
         while n < cfg.attempts and accepted < cfg.max_per_task:
-            agent = CapturingAgent(make_agent(task))
-            trial_seed = seed * 1000 + n
-            result = run_trial(task, agent, trial_seed)
-            run = agent.runs.get((task.name, trial_seed))
+            out = run_job(TrialJob(task, make_agent(task), seed * 1000 + n, capture=True))
+            result, run = out.result, out.run
             attempt = _judge(task.name, n, result, run, cfg.accept_threshold)
             with lock, log.open("a") as fh:
                 fh.write(attempt.model_dump_json() + "\n")

@@ -17,8 +17,10 @@ from posttrain_arena.agents.base import Agent
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.script import ScriptAgent
+from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.spec.findings import SpecError
 from posttrain_arena.spec.package import is_task_dir, load_task
+from posttrain_arena.trial.executor import ThreadExecutor, TrialExecutor, TrialJob
 from posttrain_arena.trial.result import Outcome, TrialResult
 from posttrain_arena.trial.runner import TrialRunner
 
@@ -31,6 +33,15 @@ def agent_from_spec(spec: str) -> Agent:
         return EmptyAgent()
     if spec.startswith("script:"):
         return ScriptAgent(Path(spec.removeprefix("script:")))
+    raise ValueError(f"unknown agent {spec!r}; use oracle, empty or script:PATH")
+
+
+def agent_spec(spec: str) -> AgentSpec:
+    """`oracle`, `empty` or `script:PATH` as an AgentSpec (any executor can run it)."""
+    if spec in ("oracle", "empty"):
+        return AgentSpec(kind=spec)  # type: ignore[arg-type]
+    if spec.startswith("script:"):
+        return AgentSpec(kind="script", script=spec.removeprefix("script:"))
     raise ValueError(f"unknown agent {spec!r}; use oracle, empty or script:PATH")
 
 
@@ -65,15 +76,18 @@ def judge(kind: str, task: str, result: TrialResult) -> ReplayCheck:
     return ReplayCheck(task=task, kind=kind, ok=ok, message=message, result=result)
 
 
-def replay_task(path: Path, runner: TrialRunner, *, agent: str = "oracle") -> ReplayCheck:
-    """One replay trial of the task at `path` (agent: oracle, empty or script:PATH)."""
+def replay_task(path: Path, runner: TrialRunner | None = None, *, agent: str = "oracle",
+                executor: TrialExecutor | None = None) -> ReplayCheck:
+    """One replay trial of the task at `path` (agent: oracle, empty or script:PATH), on
+    `executor` or else in this process on `runner`."""
     kind = agent.split(":", 1)[0]
     try:
         task = load_task(path)
     except SpecError as exc:
         return ReplayCheck(task=Path(path).name, kind=kind, ok=False,
                            message=f"the package does not load: {exc}")
-    result = runner.run(task, agent_from_spec(agent))
+    ran = executor if executor is not None else ThreadExecutor(_need(runner))
+    result = ran.run(TrialJob(task, agent_spec(agent))).result
     return judge(kind, task.name, result)
 
 
@@ -99,14 +113,17 @@ def task_dirs(root: Path) -> list[Path]:
 
 
 def replay_collection(
-    root: Path, runner: TrialRunner, *, jobs: int = 1,
+    root: Path, runner: TrialRunner | None = None, *, jobs: int = 1,
     on_done: Callable[[ReplayCheck], None] | None = None,
+    executor: TrialExecutor | None = None,
 ) -> CollectionReplay:
-    """Oracle and empty trials for every package, `jobs` at a time."""
+    """Oracle and empty trials for every package, `jobs` at a time, on `executor` or
+    else in this process on `runner`."""
     dirs = task_dirs(Path(root))
-    report = CollectionReplay(path=str(root), backend=runner.backend_name)
+    ran = executor if executor is not None else ThreadExecutor(_need(runner), slots=jobs)
+    report = CollectionReplay(path=str(root), backend=ran.backend_name)
     with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="replay") as pool:
-        futures = [pool.submit(replay_task, d, runner, agent=kind)
+        futures = [pool.submit(replay_task, d, agent=kind, executor=ran)
                    for d in dirs for kind in ("oracle", "empty")]
         for fut in as_completed(futures):
             check = fut.result()
@@ -115,6 +132,12 @@ def replay_collection(
                 on_done(check)
     report.checks.sort(key=lambda c: (c.task, c.kind != "oracle"))
     return report
+
+
+def _need(runner: TrialRunner | None) -> TrialRunner:
+    if runner is None:
+        raise ValueError("a replay needs a runner or an executor")
+    return runner
 
 
 def replay_jobs(root: Path) -> int:

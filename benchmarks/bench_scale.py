@@ -1,0 +1,193 @@
+"""Benchmark: an evaluation through the thread executor and through Ray, same run.
+
+Part 1, overhead: N trials (default 200: `--tasks` tasks x `--k` seeds) of the oracle
+agent on the local (bubblewrap) backend, at the same concurrency, through
+  * the thread executor (the baseline: trials in this process), and
+  * the Ray executor on a one-machine Ray with that many sandbox slots.
+It prints trials per minute for both and the Ray executor's overhead per trial:
+(Ray wall - thread wall) / N, and as a share of the thread pool's per-trial time.
+Target: under 10%.
+
+Part 2, scaling in simulation: trials that mostly wait (the agent sleeps `--wait`
+seconds, as a model call would), on a `ray.cluster_utils.Cluster` with one worker node,
+then with two, each offering `--slots` sandbox slots. Trials per minute should grow with
+the nodes (on one machine the nodes share its CPUs, so only waiting trials can show it).
+
+Every image is built before anything is timed. Results are checked: every trial must
+have scored (a benchmark of failures measures nothing).
+
+    .venv/bin/python benchmarks/bench_scale.py [--tasks 20] [--k 10] [--jobs 4]
+        [--wait 2] [--slots 2] [--scale-trials 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from posttrain_arena.agents.spec import AgentSpec
+from posttrain_arena.evaluate.report import EvalReport
+from posttrain_arena.evaluate.runner import evaluate
+from posttrain_arena.evaluate.suite import Suite, load_suite
+from posttrain_arena.trial.executor import ThreadExecutor, TrialExecutor
+from posttrain_arena.trial.runner import TrialRunner
+
+STORE = 100 * 1024 * 1024
+
+TASK_MD = """---
+version: "1.0"
+metadata:
+  author_name: Bench
+  author_email: bench@example.com
+  category: software-engineering
+  difficulty: easy
+agent:
+  timeout_sec: {timeout}
+verifier:
+  timeout_sec: 60
+---
+
+## prompt
+
+Write the word {word} into the file out.txt in the current directory.
+"""
+
+VERIFIER = """\
+import pathlib
+out = pathlib.Path("/root/out.txt")
+ok = out.is_file() and out.read_text().strip() == "{word}"
+pathlib.Path("/logs/verifier").mkdir(parents=True, exist_ok=True)
+pathlib.Path("/logs/verifier/reward.txt").write_text("1.0" if ok else "0.0")
+"""
+
+
+def write_suite(root: Path, n: int, *, word: str = "alpha") -> Suite:
+    """n distinct tasks (their time limits differ, so do their checksums)."""
+    for i in range(n):
+        task = root / f"t{i:03d}"
+        for sub in ("environment", "verifier", "oracle"):
+            (task / sub).mkdir(parents=True)
+        (task / "task.md").write_text(TASK_MD.format(timeout=300 + i, word=word))
+        (task / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /root\n")
+        (task / "verifier" / "verifier.py").write_text(VERIFIER.format(word=word))
+        (task / "oracle" / "solve.sh").write_text(f"#!/bin/bash\necho {word} > out.txt\n")
+    return load_suite(root)
+
+
+def timed(suite: Suite, agent: AgentSpec, k: int, executor: TrialExecutor,
+          jobs: int) -> tuple[float, EvalReport]:
+    t0 = time.monotonic()
+    report = evaluate(suite, lambda task: agent, k=k, jobs=jobs, executor=executor)
+    wall = time.monotonic() - t0
+    bad = [t for t in report.trials if not t.passed]
+    if bad:
+        sys.exit(f"benchmark invalid: {len(bad)} trial(s) did not score, e.g. "
+                 f"{bad[0].outcome}: {bad[0].reason}")
+    return wall, report
+
+
+def with_ray(start: Callable[[], object], body: Callable[[], None]) -> None:
+    import ray
+
+    handle = start()
+    try:
+        body()
+    finally:
+        ray.shutdown()
+        shutdown = getattr(handle, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tasks", type=int, default=20)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--jobs", type=int, default=4, help="concurrency of both executors")
+    ap.add_argument("--wait", type=float, default=2.0, help="part 2: agent sleep, seconds")
+    ap.add_argument("--slots", type=int, default=2, help="part 2: sandbox slots per node")
+    ap.add_argument("--scale-trials", type=int, default=24, help="part 2: trials per run")
+    ap.add_argument("--no-warm-pool", action="store_true", help="start every session cold "
+                    "(both executors): the warm pool is per process, so Ray's worker "
+                    "processes share it less than the thread pool's one runner does")
+    ap.add_argument("--skip-scale", action="store_true", help="part 1 only")
+    args = ap.parse_args()
+    warm = not args.no_warm_pool
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from posttrain_arena.distributed.ray_executor import SLOT_RESOURCE, RayExecutor
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    os.environ.setdefault("ARENA_CACHE_DIR", str(tmp / "cache"))
+    suite = write_suite(tmp / "suite", args.tasks)
+    oracle = AgentSpec(kind="oracle")
+    n = args.tasks * args.k
+    runner = TrialRunner("local", warm_pool=warm)
+    thread = ThreadExecutor(runner, slots=args.jobs)
+    timed(suite, oracle, 1, thread, args.jobs)  # builds every image
+    t_wall, _ = timed(suite, oracle, args.k, thread, args.jobs)
+    runner.close()
+
+    figures: dict[str, float] = {}
+
+    def ray_part1() -> None:
+        ex = RayExecutor(backend="local", warm_pool=warm)  # as the thread pool's runner
+        timed(suite, oracle, 1, ex, args.jobs)  # warm: workers started, packages sent
+        figures["ray"], _ = timed(suite, oracle, args.k, ex, args.jobs)
+
+    with_ray(lambda: ray.init(address="local", resources={SLOT_RESOURCE: args.jobs},
+                              num_cpus=args.jobs,
+                              object_store_memory=STORE, include_dashboard=False,
+                              log_to_driver=False), ray_part1)
+    r_wall = figures["ray"]
+    per_thread = t_wall / n
+    overhead = (r_wall - t_wall) / n
+    print(f"part 1: {n} oracle trials, local backend, concurrency {args.jobs}, "
+          f"warm pool {'on' if warm else 'off'}")
+    print(f"  thread executor (baseline): {t_wall:7.1f} s  {60 * n / t_wall:7.1f} trials/min")
+    print(f"  ray executor, one machine : {r_wall:7.1f} s  {60 * n / r_wall:7.1f} trials/min")
+    print(f"  ray overhead per trial    : {1000 * overhead:+7.1f} ms "
+          f"({100 * overhead / per_thread:+.1f}% of the thread pool's {1000 * per_thread:.0f} "
+          "ms per trial; target < 10%)")
+
+    if args.skip_scale:
+        return
+    script = tmp / "wait.sh"
+    script.write_text(f"sleep {args.wait}\necho alpha > out.txt\n")
+    waiting = AgentSpec(kind="script", script=str(script))
+    wait_suite = write_suite(tmp / "wait-suite", args.scale_trials)
+    rates: dict[int, float] = {}
+    for nodes in (1, 2):
+        def part2(nodes: int = nodes) -> None:
+            ex = RayExecutor(backend="local", warm_pool=warm)
+            timed(wait_suite, oracle, 1, ex, ex.slots)  # warm every node
+            wall, _ = timed(wait_suite, waiting, 1, ex, ex.slots)
+            rates[nodes] = 60 * args.scale_trials / wall
+
+        def start(nodes: int = nodes) -> Cluster:
+            cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": 1, "object_store_memory": STORE, "include_dashboard": False})
+            for _ in range(nodes):
+                cluster.add_node(num_cpus=args.slots, object_store_memory=STORE,
+                                 resources={SLOT_RESOURCE: args.slots})
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address, log_to_driver=False)
+            return cluster
+
+        with_ray(start, part2)
+    print(f"part 2: {args.scale_trials} trials waiting {args.wait:g} s each, "
+          f"{args.slots} slots per node, fake cluster on one machine")
+    for nodes, rate in rates.items():
+        print(f"  {nodes} worker node(s): {rate:7.1f} trials/min")
+    print(f"  growth 1 -> 2 nodes: x{rates[2] / rates[1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""The policy served by vLLM (CPU build), against the same model in process.
+
+One server for the module, on the micro challenge's tiny from-scratch model (random
+weights: its answers are nonsense, but deterministic, which is what these tests need:
+the server and the in-process model must agree token for token). Marked `vllm`: CI
+installs vLLM's own environment with scripts/vllm-env.sh and runs them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from posttrain_arena.agents.model import TOOLS, initial_messages
+from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
+from posttrain_arena.models.base import SamplingParams
+from posttrain_arena.models.openai import OpenAIChatModel
+from posttrain_arena.models.transformers_local import TransformersChatModel
+from posttrain_arena.models.vllm_server import VllmServer, vllm_python
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model", TinyModelSpec(seed=3))
+
+
+@pytest.fixture(scope="module")
+def server(model_dir: Path) -> Iterator[VllmServer]:
+    with VllmServer(model_dir, python=vllm_python(), kv_cache_gb=1) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def local(model_dir: Path) -> TransformersChatModel:
+    return TransformersChatModel.from_pretrained(model_dir, device="cpu")
+
+
+@pytest.fixture
+def remote(server: VllmServer) -> Iterator[OpenAIChatModel]:
+    client = OpenAIChatModel(server.model_name, base_url=server.base_url, api_key="none")
+    yield client
+    client.close()
+
+
+def _messages() -> list[dict[str, object]]:
+    return [m.model_dump(exclude_none=True)
+            for m in initial_messages("Count the lines of notes.txt into count.txt.", 60.0)]
+
+
+def test_prompt_ids_are_the_chat_template_ids(local: TransformersChatModel,
+                                              remote: OpenAIChatModel) -> None:
+    msgs = _messages()
+    response = remote.chat(msgs, tools=TOOLS, sampling=GREEDY)
+    assert response.prompt_token_ids == local.prompt_ids(msgs, TOOLS)
+    assert response.completion_token_ids  # the server sent its ids back
+
+
+def test_logprobs_match_a_transformers_forward_pass(local: TransformersChatModel,
+                                                    remote: OpenAIChatModel) -> None:
+    import torch
+
+    response = remote.chat(_messages(), tools=TOOLS,
+                           sampling=SamplingParams(temperature=1.0, max_new_tokens=16,
+                                                   seed=7))
+    prompt = response.prompt_token_ids or []
+    completion = response.completion_token_ids or []
+    served = response.completion_logprobs or []
+    assert completion and len(served) == len(completion)
+    with torch.no_grad():
+        logits = local.model(torch.tensor([prompt + completion])).logits[0].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    mine = [float(logp[len(prompt) - 1 + i, tok]) for i, tok in enumerate(completion)]
+    for i, (a, b) in enumerate(zip(served, mine, strict=True)):
+        assert math.isclose(a, b, abs_tol=2e-3), (i, a, b)
+
+
+def test_greedy_turns_agree_with_the_in_process_model(local: TransformersChatModel,
+                                                     remote: OpenAIChatModel) -> None:
+    msgs = _messages()
+    served = remote.chat(msgs, tools=TOOLS, sampling=GREEDY)
+    mine = local.chat(msgs, tools=TOOLS, sampling=GREEDY)
+    assert served.completion_token_ids == mine.completion_token_ids
+    assert served.raw_text == mine.raw_text or served.content == mine.content
