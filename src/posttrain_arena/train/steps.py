@@ -310,10 +310,12 @@ class Steps:
     def score(self, ctx: StageContext) -> dict[str, Any]:
         from posttrain_arena import __version__
         from posttrain_arena.evaluate.stats import compare
+        from posttrain_arena.evaluate.suite import suite_from_tasks
 
         base = EvalReport.load(ctx.output_of("baseline") / "eval.json")
         final = EvalReport.load(ctx.output_of("final") / "eval.json")
-        cmp = compare(base, final, seed=self.r.runtime.seed)
+        clusters = suite_from_tasks(self.taskset("suite").tasks).clusters()
+        cmp = compare(base, final, clusters=clusters, seed=self.r.runtime.seed)
         snap = json.loads((ctx.output_of("snapshot") / "snapshot.json").read_text())
         leaks = json.loads((ctx.output_of("leakage") / "leakage.json").read_text())
         rt = self.r.runtime

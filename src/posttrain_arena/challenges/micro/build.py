@@ -25,15 +25,19 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from posttrain_arena.challenges.micro.families import (
+    HELD_OUT,
     OFFTOPIC_FAMILIES,
     SUITE_FAMILIES,
+    TRAIN,
     Family,
     Instance,
+    Pools,
 )
 from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
+from posttrain_arena.evaluate.suite import CLUSTER_TAG
 from posttrain_arena.spec.collection import load_collection
 from posttrain_arena.spec.domains import composition_violations
-from posttrain_arena.train.leakage import LeakageDoc, find_leaks
+from posttrain_arena.train.leakage import LeakageDoc, LeakGate
 
 BASE_IMAGE = "posttrain-arena/python:bookworm"
 FORMAT_VERSION = 1
@@ -121,7 +125,9 @@ print(f"reward: {reward}")
 
 def task_md(inst: Instance) -> str:
     """task.md of an instance: frontmatter and the prompt."""
-    tags = ["micro", inst.family, "shell"]
+    # The family is the suite's cluster: its five instances share a program and succeed
+    # or fail together, so the interval resamples families, not tasks.
+    tags = ["micro", inst.family, "shell", f"{CLUSTER_TAG}{inst.family}"]
     return (
         "---\n"
         'version: "1.0"\n'
@@ -181,14 +187,18 @@ def write_package(inst: Instance, dest: Path) -> Path:
 # ---------------------------------------------------------------------------- instances
 
 def generate(families: tuple[Family, ...], per_family: int, rng: random.Random,
-             taken: set[str], held_out: list[Instance] | None = None) -> list[Instance]:
-    """`per_family` instances of each family whose keys are not in `taken` (updated).
+             taken: set[str], held_out: list[Instance] | None = None, *,
+             pools: Pools = TRAIN, distinct_commands: bool = False) -> list[Instance]:
+    """`per_family` instances of each family whose keys are not in `taken` (updated),
+    parameters drawn from `pools`.
 
-    With `held_out`, an instance that the pipeline's leakage gate would call a near
-    duplicate of a held-out instance is drawn again, so that no training task of the
-    collection is excluded and the suite stays a test of fresh instances.
+    With `distinct_commands`, no two instances share a solution (the held-out suite:
+    every task must be solved on its own). With `held_out`, an instance that the
+    pipeline's leakage gate would exclude is drawn again, so that the collection loses
+    no task to the gate; the gate itself still runs in every pipeline.
     """
     gate = _LeakGate(held_out) if held_out else None
+    commands: set[str] = set()
     out: list[Instance] = []
     for fam in families:
         made = 0
@@ -197,11 +207,14 @@ def generate(families: tuple[Family, ...], per_family: int, rng: random.Random,
             tries += 1
             if tries > per_family * 200:
                 raise RuntimeError(f"family {fam.name} cannot make {per_family} distinct "
-                                   "instances; lower the count")
-            inst = fam.generate(rng)
-            if inst.key in taken or (gate is not None and gate.leaks(inst)):
+                                   f"instances from the {pools.name} pools; lower the count")
+            inst = fam.generate(rng, pools)
+            if inst.key in taken or (distinct_commands and inst.command in commands):
+                continue
+            if gate is not None and gate.leaks(inst):
                 continue
             taken.add(inst.key)
+            commands.add(inst.command)
             out.append(inst)
             made += 1
     return out
@@ -211,24 +224,27 @@ class _LeakGate:
     """The pipeline's near-duplicate test, applied to instances before they are written."""
 
     def __init__(self, held_out: list[Instance]) -> None:
-        self.held = [self._doc(i) for i in held_out]
+        self.gate = LeakGate([self._doc(i) for i in held_out])
 
     @staticmethod
     def _doc(inst: Instance) -> LeakageDoc:
         return LeakageDoc(name=inst.name, checksum=f"key:{inst.key}", prompt=inst.prompt,
-                          verifier=_VERIFIER)
+                          verifier=_VERIFIER, solution=f"#!/bin/bash\n{inst.command}\n",
+                          environment=inst.files)
 
     def leaks(self, inst: Instance) -> bool:
-        return bool(find_leaks([self._doc(inst)], self.held))
+        return self.gate.check(self._doc(inst)) is not None
 
 
 def plan_instances(seed: int, sizes: MicroSizes) -> dict[str, list[Instance]]:
     """The instances of the suite and of both collections, all distinct from each other.
 
-    The suite is drawn first from its own stream, so a collection can never change it.
+    The suite is drawn first from its own stream and from the held-out pools, so a
+    collection can never change it and never shares a parameter value with it.
     """
     taken: set[str] = set()
-    suite = generate(SUITE_FAMILIES, sizes.suite_per_family, random.Random(f"suite:{seed}"), taken)
+    suite = generate(SUITE_FAMILIES, sizes.suite_per_family, random.Random(f"suite:{seed}"),
+                     taken, pools=HELD_OUT, distinct_commands=True)
     relevant = generate(SUITE_FAMILIES, sizes.collection_per_family,
                         random.Random(f"relevant:{seed}"), taken, suite)
     offtopic = generate(OFFTOPIC_FAMILIES, sizes.collection_per_family,
@@ -292,7 +308,8 @@ def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None 
     if with_model:
         if model_dir.exists():
             shutil.rmtree(model_dir)
-        write_tiny_model(model_dir, model_spec)
+        held_text = [t for i in plan["suite"] for t in (i.prompt, i.command)]
+        write_tiny_model(model_dir, model_spec, forbidden=held_text)
     ch = MicroChallenge(seed=seed, root=str(root), suite=str(suite_dir), suite_hash=suite.hash,
                         collections=collections, collection_hashes=hashes, recipes={},
                         model=str(model_dir), sizes=sizes, model_spec=model_spec)
