@@ -112,3 +112,9 @@ def test_package_layout(built) -> None:
     assert solve[0].startswith("#!") and len(solve) == 2
     expected = json.loads((task.verifier_dir / "expected.json").read_text())
     assert set(expected) == {"files", "absent", "executable", "dirs"}
+
+
+def test_suite_clusters_are_its_families(built) -> None:
+    clusters = load_suite(built.suite).clusters()
+    assert set(clusters.values()) == {f"cluster:{f.name}" for f in SUITE_FAMILIES}
+    assert set(Counter(clusters.values()).values()) == {built.sizes.suite_per_family}
