@@ -355,8 +355,9 @@ def grpo_trainer(
             # The optimizer and scheduler the loop will step, each wrapped once.
             skip_flat_steps(optimizer if optimizer is not None else self.optimizer, rollout)
             scheduler = super().create_scheduler(num_training_steps, optimizer)
-            self.lr_scheduler = HoldOnFlat(scheduler, rollout)
-            return self.lr_scheduler
+            held = HoldOnFlat(scheduler, rollout)
+            self.lr_scheduler = held  # type: ignore[assignment]  # a LambdaLR by delegation
+            return held
 
     return _Trainer(model=model, reward_funcs=[verifier_reward], args=args,
                     train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
