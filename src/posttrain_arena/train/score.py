@@ -75,6 +75,11 @@ class Score(BaseModel):
     base: PassRates | None = None
     final: PassRates | None = None
     change: Change | None = None
+    after_sft: PassRates | None = Field(
+        default=None, description="The SFT policy on the held-out suite (before GRPO)")
+    grpo_change: Change | None = Field(
+        default=None, description="GRPO's own change: final minus after-SFT, paired, with "
+        "its clustered interval (None when GRPO or SFT did not run)")
     per_domain: list[DomainChange] = Field(default_factory=list, description="Per domain")
     regressed_tasks: list[TaskChange] = Field(default_factory=list,
                                               description="Tasks whose pass rate fell")

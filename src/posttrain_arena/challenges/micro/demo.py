@@ -38,6 +38,12 @@ class CollectionScore(BaseModel):
     ci95_low_pp: float = Field(description="Lower end of the paired 95% interval, points")
     ci95_high_pp: float = Field(description="Upper end of the paired 95% interval, points")
     p_value: float | None = Field(default=None, description="Two-sided p-value of no change")
+    after_sft_rate: float | None = Field(default=None,
+                                         description="Held-out pass rate after SFT (0..1)")
+    grpo_delta_pp: float | None = Field(default=None,
+                                        description="GRPO's own change (final - after SFT)")
+    grpo_ci95_low_pp: float | None = Field(default=None, description="Its 95% interval, low")
+    grpo_ci95_high_pp: float | None = Field(default=None, description="Its 95% interval, high")
     tasks: int = Field(description="Held-out tasks paired in the comparison")
     samples_per_task: int = Field(description="k: samples per held-out task")
     run_dir: str = Field(description="The run folder (score.json and every stage's files)")
@@ -78,8 +84,12 @@ def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local
     score = run_recipe(recipe, run_dir=run_dir, resume=resume, progress=progress)
     if score.base is None or score.final is None or score.change is None:
         raise RuntimeError(f"{run_dir}: the run finished without a score ({score.status})")
+    g = score.grpo_change
     return CollectionScore(
         collection=collection, base_rate=score.base.pass_rate, final_rate=score.final.pass_rate,
+        after_sft_rate=score.after_sft.pass_rate if score.after_sft else None,
+        grpo_delta_pp=g.delta_pp if g else None, grpo_ci95_low_pp=g.ci95_low_pp if g else None,
+        grpo_ci95_high_pp=g.ci95_high_pp if g else None,
         delta_pp=score.change.delta_pp, ci95_low_pp=score.change.ci95_low_pp,
         ci95_high_pp=score.change.ci95_high_pp, p_value=score.change.p_value,
         tasks=score.change.paired_tasks, samples_per_task=score.final.samples_per_task,
