@@ -5,10 +5,7 @@ and the real leakage gate excludes a deliberately leaky collection."""
 from __future__ import annotations
 
 import json
-import os
-import runpy
 import shutil
-import subprocess
 from collections import defaultdict
 from pathlib import Path
 
@@ -23,39 +20,10 @@ from posttrain_arena.spec.collection import load_collection
 from posttrain_arena.spec.package import load_task
 from posttrain_arena.train.leakage import doc_for_task, find_leaks
 
+from .shellrun import command_of as _command
+from .shellrun import reward_of as _reward
+
 SEEDS = (0, 1, 2)
-
-
-def _reward(task_root: Path, command: str, work: Path) -> float:
-    """Run `command` in a fresh copy of the task's seed files; the task's own verifier's
-    reward for what it left behind."""
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    env_dir = task_root / "environment"
-    for f in env_dir.iterdir():
-        if f.name != "Dockerfile":
-            shutil.copy(f, work / f.name)
-    subprocess.run(["bash", "-c", command], cwd=work, capture_output=True, timeout=30,
-                   check=False)
-    out = work.parent / f"{work.name}.reward"
-    env = {"BENCHFLOW_WORKSPACE": str(work), "BENCHFLOW_REWARD_TEXT": str(out),
-           "BENCHFLOW_REWARD_JSON": str(out) + ".json"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        runpy.run_path(str(task_root / "verifier" / "verifier.py"), run_name="__main__")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return float(out.read_text())
-
-
-def _command(task_root: Path) -> str:
-    return (task_root / "oracle" / "solve.sh").read_text().split("\n", 1)[1].strip()
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -38,10 +38,15 @@ class Expectation:
     absent: list[str] = field(default_factory=list)  # paths that must no longer exist
     executable: list[str] = field(default_factory=list)  # files that must be executable
     dirs: list[str] = field(default_factory=list)  # directories that must exist
+    # Other final states the verifier also accepts (only the broken-verifier control has any)
+    alternatives: list[Expectation] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        return {"files": self.files, "absent": self.absent,
-                "executable": self.executable, "dirs": self.dirs}
+        out: dict[str, object] = {"files": self.files, "absent": self.absent,
+                                  "executable": self.executable, "dirs": self.dirs}
+        if self.alternatives:
+            out["alternatives"] = [a.to_json() for a in self.alternatives]
+        return out
 
 
 @dataclass(frozen=True)
