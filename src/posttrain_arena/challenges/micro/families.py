@@ -94,14 +94,23 @@ class Pools:
 # Disjoint halves of every parameter. File stems are one pool shared by the families of
 # a split, so that "copy the file name from the prompt" is one skill a tiny model sees
 # many times over; the held-out stems are real words it has never seen as a file name.
-TRAIN = Pools(name="train", stems=("data", "notes", "report", "input", "records"),
-              markers=("TODO", "FIXME"), columns=(1, 2, 3), heads=(2, 3),
-              starts=(1, 2, 3, 4, 5), ends=(8, 9, 10, 11, 12))
+# The training pools are wide on purpose: with a handful of values a tiny model memorises
+# them and never learns to copy (measured: 0% on held-out values with five stems).
+TRAIN = Pools(
+    name="train",
+    stems=("data", "notes", "report", "input", "records", "items", "values", "events",
+           "orders", "prices", "users", "hosts", "files", "lines", "tasks", "jobs", "logs",
+           "sales", "stock", "tickets", "scores", "grades", "names", "cities", "colors",
+           "books", "songs", "votes", "trips", "loans", "parts", "tools", "cards", "rooms",
+           "teams", "units", "zones", "weeks", "plans", "codes"),
+    markers=("TODO", "FIXME", "NOTE", "REVIEW", "TEMP", "DEBT", "CHECK", "LATER"),
+    columns=(1, 2, 3, 4, 5, 6), heads=(2, 3, 4, 5, 6),
+    starts=(1, 2, 3, 4, 5, 6), ends=tuple(range(10, 20)))
 HELD_OUT = Pools(name="held-out", stems=("ledger", "survey", "sample", "batch", "archive",
                                          "metrics"),
-                 markers=("HACK", "BUG", "XXX"), columns=(4, 5), heads=(4, 5),
-                 starts=(6, 7), ends=(13, 14, 15))
-NCOLS = 5  # column-sum: columns per row (covers both pools' columns)
+                 markers=("HACK", "BUG", "XXX"), columns=(7, 8, 9), heads=(7, 8, 9),
+                 starts=(7, 8, 9), ends=(20, 21, 22, 23, 24))
+NCOLS = 9  # column-sum: columns per row (covers both pools' columns)
 ALL_MARKERS = TRAIN.markers + HELD_OUT.markers  # every marker may appear as data
 
 
