@@ -27,7 +27,6 @@ import json
 import math
 import threading
 import time
-import types
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from posttrain_arena.agents.transcript import Transcript
 from posttrain_arena.models.base import SamplingParams
 from posttrain_arena.models.transformers_local import TransformersChatModel
 from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.train.flatskip import HoldOnFlat, skip_flat_steps
 from posttrain_arena.train.recipe import GrpoSection, ModelSection
 from posttrain_arena.train.teacher import CapturingAgent
 from posttrain_arena.trial.result import Outcome, TrialResult
@@ -232,41 +232,6 @@ class VllmPolicy(TransformersChatModel):
         ids = [int(t) for t in out["completion_ids"][0]]
         lps = [float(lp[0]) if lp else 0.0 for lp in out["logprobs"][0]]
         return ids, lps
-
-
-def skip_flat_steps(optimizer: Any, rollout: AgentRollout) -> None:
-    """Make `optimizer.step` a no-op after a batch whose groups were all flat
-    (`rollout.last_batch_flat`): nothing to learn, so nothing moves (weights, Adam
-    moments and step counts). Call before the LR scheduler wraps the optimizer.
-
-    One generation feeds one optimizer step here (the generation batch is one step's
-    worth of gradient accumulation), so the latest batch is the step's batch."""
-    optimizer_step = optimizer.step
-
-    def step(_self: Any, *args: Any, **kwargs: Any) -> Any:
-        if rollout.last_batch_flat:
-            rollout.stats.flat_batches_skipped += 1
-            return None
-        return optimizer_step(*args, **kwargs)
-
-    # A bound method, as torch's LR scheduler expects to wrap one.
-    optimizer.step = types.MethodType(step, optimizer)
-
-
-class HoldOnFlat:
-    """An LR scheduler that does not advance after a flat batch (its step was skipped);
-    everything else (state_dict, get_last_lr, ...) is the wrapped scheduler's."""
-
-    def __init__(self, scheduler: Any, rollout: AgentRollout) -> None:
-        self.scheduler = scheduler
-        self.rollout = rollout
-
-    def step(self, *args: Any, **kwargs: Any) -> Any:
-        """Advance the schedule, unless the optimizer step was skipped."""
-        return None if self.rollout.last_batch_flat else self.scheduler.step(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.scheduler, name)
 
 
 def verifier_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[Any]:
