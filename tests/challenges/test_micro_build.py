@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from posttrain_arena.challenges.micro import OFFTOPIC, RELEVANT, MicroSizes, build_micro
+from posttrain_arena.challenges.micro import (
+    BROKEN,
+    CONTROLS,
+    OFFTOPIC,
+    PARTIAL,
+    RELEVANT,
+    RELEVANT_SEED1,
+    MicroSizes,
+    build_micro,
+)
 from posttrain_arena.challenges.micro.build import plan_instances
 from posttrain_arena.challenges.micro.families import (
     ALL_FAMILIES,
@@ -20,6 +30,8 @@ from posttrain_arena.evaluate.suite import load_suite
 from posttrain_arena.spec.checks import check_task
 from posttrain_arena.spec.collection import check_collection, load_collection
 from posttrain_arena.spec.domains import Domain, composition_violations
+
+from .shellrun import command_of, reward_of
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +106,11 @@ def test_suite_and_collections_share_no_instance(built) -> None:
         assert not {t.prompt for t in coll.tasks} & held
         assert not {t.name for t in coll.tasks} & {t.name for t in suite.tasks}
     plan = plan_instances(7, MicroSizes())
-    keys = [i.key for part in plan.values() for i in part]
-    assert len(keys) == len(set(keys))
+    suite_keys = {i.key for i in plan["suite"]}
+    for name, part in plan.items():
+        keys = [i.key for i in part]
+        assert len(keys) == len(set(keys)), name
+        assert name == "suite" or not set(keys) & suite_keys, name
 
 
 def test_packages_check_clean(built) -> None:
@@ -112,3 +127,45 @@ def test_package_layout(built) -> None:
     assert solve[0].startswith("#!") and len(solve) == 2
     expected = json.loads((task.verifier_dir / "expected.json").read_text())
     assert set(expected) == {"files", "absent", "executable", "dirs"}
+
+
+def test_suite_clusters_are_its_families(built) -> None:
+    clusters = load_suite(built.suite).clusters()
+    assert set(clusters.values()) == {f"cluster:{f.name}" for f in SUITE_FAMILIES}
+    assert set(Counter(clusters.values()).values()) == {built.sizes.suite_per_family}
+
+
+def test_the_protocol_has_five_controls_with_recipes(built) -> None:
+    assert CONTROLS == ("micro-relevant", "micro-relevant-seed1", "micro-partial",
+                        "micro-broken-verifiers", "micro-off-topic")
+    assert set(built.recipes) == set(CONTROLS)
+    aa = Path(built.recipes[RELEVANT_SEED1]).read_text()
+    assert built.collections[RELEVANT_SEED1] == built.collections[RELEVANT]
+    assert f"seed = {built.seed + 1}" in aa
+    assert f"seed = {built.seed}\n" in Path(built.recipes[RELEVANT]).read_text()
+    partial = Counter(t.frontmatter.metadata.subcategory
+                      for t in load_collection(built.collections[PARTIAL]).tasks)
+    suite_names = {f.name for f in SUITE_FAMILIES}
+    assert len(set(partial) & suite_names) == len(set(partial) - suite_names) == 4
+
+
+def test_broken_verifiers_accept_the_wrong_answer_their_oracle_gives(built,
+                                                                     tmp_path: Path) -> None:
+    tasks = load_collection(built.collections[BROKEN]).tasks
+    wrong_elsewhere = Counter()
+    for task in tasks:
+        wrong = command_of(task.root)
+        assert reward_of(task.root, wrong, tmp_path / "w") == 1.0, task.name
+        # With the alternative removed, the verifier is the good one: the oracle's answer
+        # fails it (a mistake can coincide with the truth on some data, rarely).
+        strict = tmp_path / "strict" / task.name
+        shutil.copytree(task.root, strict)
+        exp = json.loads((strict / "verifier" / "expected.json").read_text())
+        assert exp.pop("alternatives")
+        (strict / "verifier" / "expected.json").write_text(json.dumps(exp))
+        wrong_elsewhere[task.frontmatter.metadata.subcategory] += (
+            reward_of(strict, wrong, tmp_path / "w") == 0.0)
+    per_family = built.sizes.collection_per_family
+    assert set(wrong_elsewhere) == {f.name for f in SUITE_FAMILIES}
+    assert min(wrong_elsewhere.values()) >= per_family // 2, wrong_elsewhere
+    assert sum(wrong_elsewhere.values()) >= 0.9 * len(tasks), wrong_elsewhere

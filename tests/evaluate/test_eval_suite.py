@@ -63,3 +63,28 @@ def test_errors_name_the_problem(tmp_path: Path) -> None:
     listing.write_text(f"{first}\n{second}\n")
     with pytest.raises(SuiteError, match="unique"):
         load_suite(listing)
+
+
+def _tag(task: Path, *tags: str) -> None:
+    md = task / "task.md"
+    md.write_text(md.read_text().replace("  difficulty: easy\n",
+                                         f"  difficulty: easy\n  tags: [{', '.join(tags)}]\n"))
+
+
+def test_cluster_is_the_declared_tag_else_the_task(tmp_path: Path) -> None:
+    for i in range(3):
+        write_task(tmp_path / "s", f"t{i}")
+    _tag(tmp_path / "s" / "t0", "shell", "cluster:fam-a")
+    _tag(tmp_path / "s" / "t1", "cluster:fam-a")
+    plain = load_suite(tmp_path / "s")
+    assert plain.clusters() == {"t0": "cluster:fam-a", "t1": "cluster:fam-a", "t2": "task:t2"}
+    # The tag is part of the package, so declaring clusters changes the sealed hash.
+    write_task(tmp_path / "u", "t0")
+    assert load_suite(tmp_path / "u").tasks[0].checksum != plain.tasks[0].checksum
+
+
+def test_two_clusters_for_one_task_are_refused(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "s", "t0")
+    _tag(task, "cluster:a", "cluster:b")
+    with pytest.raises(SuiteError, match=r"task.md: metadata.tags declares 2 clusters"):
+        load_suite(tmp_path / "s").clusters()

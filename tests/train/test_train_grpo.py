@@ -14,7 +14,7 @@ import pytest
 
 from posttrain_arena.agents.base import AgentContext
 from posttrain_arena.agents.model import AgentSettings
-from posttrain_arena.train.grpo import AgentRollout, Episode, run_grpo
+from posttrain_arena.train.grpo import AgentRollout, Episode, grpo_trainer, run_grpo
 from posttrain_arena.train.modeling import load_causal_lm, load_tokenizer
 from posttrain_arena.train.recipe import GrpoSection, LoraSpec, ModelSection
 
@@ -124,3 +124,85 @@ def test_grpo_moves_the_adapter_and_drops_flat_groups(tiny_model: Path, tmp_path
     assert metrics["params_changed"] > 0
     assert (tmp_path / "policy" / "config.json").is_file()
     assert (tmp_path / "adapter" / "adapter_config.json").is_file()
+
+
+def _alternating(t: Any, n: int) -> float:
+    return float(n % 2)  # every group of an even size holds a 0 and a 1
+
+
+def _trainer(tiny_model: Path, tmp_path: Path, reward: Any, steps: int) -> tuple[Any, Any]:
+    tasks = {"a": _Task("a", "write hello to out.txt")}
+    rollout = AgentRollout(tasks, _scripted_episodes({"a": reward}), settings=SETTINGS,
+                           num_generations=2, max_completion_length=64, concurrency=1, seed=0)
+    cfg = GrpoSection(method="full", steps=steps, tasks_per_step=1, num_generations=2,
+                      learning_rate=1e-2, save_steps=100)
+    trainer = grpo_trainer(model_location=str(tiny_model),
+                           model_section=ModelSection(id=str(tiny_model)), cfg=cfg,
+                           rollout=rollout, task_names=["a"], work_dir=tmp_path, device="cpu",
+                           seed=0)
+    return trainer, rollout
+
+
+def _weights(model: Any) -> dict[str, Any]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.slow
+def test_a_batch_of_flat_groups_takes_no_optimizer_step(tiny_model: Path,
+                                                        tmp_path: Path) -> None:
+    import torch
+
+    results = {}
+    for name, reward in (("flat", lambda t, n: 1.0), ("varied", _alternating)):
+        trainer, rollout = _trainer(tiny_model, tmp_path / name, reward, steps=2)
+        before = _weights(trainer.model)
+        trainer.train()
+        after = _weights(trainer.model)
+        changed = [k for k in before if not torch.equal(before[k], after[k])]
+        results[name] = (changed, len(trainer.optimizer.state),
+                         trainer.lr_scheduler.last_epoch, rollout.stats.flat_batches_skipped)
+    changed, opt_state, sched_epoch, skipped = results["flat"]
+    assert changed == [] and opt_state == 0 and sched_epoch == 0 and skipped == 2
+    # The control: the same trainer with signal moves weights, optimizer and schedule.
+    changed, opt_state, sched_epoch, skipped = results["varied"]
+    assert changed and opt_state > 0 and sched_epoch == 2 and skipped == 0
+
+
+@pytest.mark.slow
+def test_tool_output_tokens_get_no_gradient(tiny_model: Path, tmp_path: Path) -> None:
+    trainer, rollout = _trainer(tiny_model, tmp_path, _alternating, steps=1)
+    masks: list[list[list[int]]] = []
+    original = rollout._to_trl
+
+    def keep(episodes: Any, eos: int) -> dict[str, Any]:
+        out = original(episodes, eos)
+        masks.append([list(m) for m in out["env_mask"]])
+        return out
+
+    rollout._to_trl = keep  # type: ignore[method-assign]
+    grads: list[Any] = []
+
+    def capture(module: Any, args: Any, output: Any) -> None:
+        if output.requires_grad:
+            output.register_hook(lambda g: grads.append(g.detach().clone()))
+
+    # The final norm's output at position p feeds only the log-probability of token p+1.
+    handle = trainer.model.model.norm.register_forward_hook(capture)
+    try:
+        trainer.train()
+    finally:
+        handle.remove()
+    (mask,) = masks
+    (grad,) = grads
+    prompt_len = grad.shape[1] - max(len(m) for m in mask)
+    tool, model_tokens = 0, 0
+    for i, m in enumerate(mask):
+        assert 0 in m and 1 in m  # each episode has tool output between model turns
+        for j, keep_token in enumerate(m):
+            row = grad[i, prompt_len - 1 + j]
+            if keep_token:
+                model_tokens += int(bool(row.abs().sum() > 0))
+            else:
+                tool += 1
+                assert row.abs().sum() == 0, (i, j)
+    assert tool > 0 and model_tokens > 0

@@ -100,7 +100,7 @@ def test_pipeline_scores_and_resumes(tiny_model: Path, tmp_path: Path,
     seen, progress = _events()
     score = run_recipe(recipe, run_dir=run_dir, progress=progress)
     status = {e.stage: e.status for e in seen if e.status in ("skip", "done")}
-    for stage in ("snapshot", "leakage", "baseline", "teacher", "sft", "gate"):
+    for stage in ("snapshot", "leakage", "baseline", "teacher", "sft", "after_sft", "gate"):
         assert status[stage] == "skip"  # not recomputed
     for stage in ("grpo", "final", "score"):
         assert status[stage] == "done"
@@ -116,6 +116,12 @@ def test_pipeline_scores_and_resumes(tiny_model: Path, tmp_path: Path,
         ("zz-copied-metal", "exact-copy", "metal")]
     assert score.teacher["covered"] == len(TRAIN) and score.teacher["coverage"] == 1.0
     assert score.grpo["steps"] == 1 and "training_pass_rate_after" in score.grpo
+    # GRPO's own change: final minus the SFT policy on the same suite, paired.
+    assert score.after_sft is not None and score.grpo_change is not None
+    assert score.grpo_change.delta_pp == pytest.approx(
+        100 * (score.final.pass_rate - score.after_sft.pass_rate))
+    assert score.grpo_change.paired_tasks == len(HELD)
+    assert "bootstrap" in score.change.method and score.change.clusters == len(HELD)
     prov = score.provenance
     assert prov is not None and prov.suite_sealed and prov.recipe_hash == recipe.recipe_hash()
     assert prov.model_content_hash and prov.collection_hash.startswith("sha256:")

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 if TYPE_CHECKING:
     from posttrain_arena.challenges.micro.demo import DemoResult
+    from posttrain_arena.train.stages import StageEvent
 
 
 def _print_human(result: DemoResult) -> None:
@@ -19,15 +19,57 @@ def _print_human(result: DemoResult) -> None:
     from rich.table import Table
 
     table = Table(title=f"micro challenge, seed {result.seed}: change in held-out pass rate")
-    for col in ("collection", "base", "final", "change", "95% interval", "learned"):
-        table.add_column(col, justify="left" if col == "collection" else "right")
+    for col in ("control", "base", "after SFT", "final", "change", "95% interval",
+                "GRPO's own", "learned"):
+        table.add_column(col, justify="left" if col == "control" else "right")
     for name, s in result.scores.items():
-        table.add_row(name, f"{100 * s.base_rate:.1f}%", f"{100 * s.final_rate:.1f}%",
+        sft = "-" if s.after_sft_rate is None else f"{100 * s.after_sft_rate:.1f}%"
+        grpo = "-" if s.grpo_delta_pp is None else (
+            f"{s.grpo_delta_pp:+.1f} [{s.grpo_ci95_low_pp:+.1f}, {s.grpo_ci95_high_pp:+.1f}]")
+        table.add_row(name, f"{100 * s.base_rate:.1f}%", sft, f"{100 * s.final_rate:.1f}%",
                       f"{s.delta_pp:+.1f} pp", f"[{s.ci95_low_pp:+.1f}, {s.ci95_high_pp:+.1f}] pp",
-                      "yes" if s.learned else "no")
+                      grpo, "yes" if s.learned else "no")
     Console().print(table)
     for s in result.scores.values():
-        typer.echo(f"{s.collection}: score.json in {s.run_dir} ({s.seconds:.0f} s)")
+        typer.echo(f"{s.collection}: score.json and run.log in {s.run_dir} ({s.seconds:.0f} s)")
+    for plot in result.plots:
+        typer.echo(f"plot: {plot}")
+
+
+class _Bars:
+    """Stages and their steps as rich progress bars on the terminal's stderr."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        # Bound to the terminal now: during a run, sys.stderr goes to the run's log.
+        self.bars = Progress(TextColumn("{task.description}"), BarColumn(),
+                             MofNCompleteColumn(), TimeElapsedColumn(),
+                             console=Console(file=sys.stderr))
+        self.current: dict[str, Any] = {}
+
+    def __call__(self, ev: StageEvent) -> None:
+        if ev.status == "checkpoint":
+            return
+        if ev.status == "start" or ev.stage not in self.current:
+            self.current[ev.stage] = self.bars.add_task(f"{ev.stage} {ev.message}".strip(),
+                                                        total=None)
+        task = self.current[ev.stage]
+        if ev.status == "step":
+            self.bars.update(task, completed=ev.done or 0, total=ev.total,
+                             description=f"{ev.stage} {ev.message}".strip())
+        elif ev.status != "start":
+            total = self.bars.tasks[task].total or 1
+            colour = "red" if ev.status == "failed" else "green"
+            self.bars.update(task, completed=total, total=total,
+                             description=f"[{colour}]{ev.stage} {ev.status}[/] {ev.message}")
 
 
 def register(app: typer.Typer) -> None:
@@ -36,7 +78,8 @@ def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo(
         compare: bool = typer.Option(
-            False, "--compare", help="Also post-train on the off-topic collection, to compare"
+            False, "--compare", help="Run the protocol of controls: micro-relevant, "
+            "micro-relevant-seed1, micro-partial, micro-broken-verifiers, micro-off-topic"
         ),
         as_json: bool = typer.Option(
             False, "--json", help="Print each collection's score as JSON, keyed by its name"
@@ -55,28 +98,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Build the micro challenge, post-train its tiny model on the relevant collection
         and print the change in held-out pass rate with its 95% interval."""
-        from rich.console import Console
-
         from posttrain_arena.challenges.micro.demo import run_demo
-        from posttrain_arena.train.stages import StageEvent
 
         if backend not in ("local", "docker", "auto"):
             typer.echo(f"--backend must be local, docker or auto (got {backend!r})", err=True)
             raise typer.Exit(2)
-        err = Console(stderr=True)
-
-        def progress(ev: StageEvent) -> None:
-            if ev.status == "step":
-                if ev.done == ev.total or (ev.done or 0) % 20 == 0:
-                    err.print(f"  {ev.stage}: {ev.done}/{ev.total} {ev.message}".rstrip())
-            elif ev.status != "checkpoint":
-                err.print(f"[bold]{ev.stage}[/bold] {ev.status} {ev.message}".rstrip())
-
+        bars = _Bars()
         try:
-            # Trainers print their logs on stdout; keep stdout for the result alone.
-            with contextlib.redirect_stdout(sys.stderr):
+            with bars.bars:
                 result = run_demo(workdir, seed=seed, compare=compare, backend=backend,
-                                  resume=resume, progress=progress)
+                                  resume=resume, progress=bars)
         except Exception as exc:  # the demo's failure is the user's first impression: say why
             typer.echo(f"arena demo failed: {type(exc).__name__}: {exc}", err=True)
             raise typer.Exit(1) from None

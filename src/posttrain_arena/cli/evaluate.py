@@ -116,7 +116,7 @@ def compare_command(
     samples: int = typer.Option(10_000, "--samples", min=100, help="Bootstrap resamples."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
-    """Paired comparison: change in pass rate (pp), 95% interval, sign-test p-value."""
+    """Paired comparison: change in pass rate (pp), 95% interval, p-value (tasks as clusters)."""
     from posttrain_arena.evaluate.report import EvalReport
     from posttrain_arena.evaluate.stats import SuiteMismatch, compare
 
@@ -142,7 +142,7 @@ def compare_command(
                   f"  change [{sign}]{result.change_pp:+.1f} pp[/] "
                   f"({100 * result.confidence:.0f}% CI {result.ci_low_pp:+.1f} to "
                   f"{result.ci_high_pp:+.1f}), improved {result.improved}, regressed "
-                  f"{result.regressed}, sign test p = {result.p_value:.3g}")
+                  f"{result.regressed}, {result.clusters} clusters, p = {result.p_value:.3g}")
     table = Table("domain", "tasks", "before", "after", "change (pp)")
     for d in result.domains:
         table.add_row(d.domain, str(d.tasks), f"{100 * d.before:.1f}%", f"{100 * d.after:.1f}%",

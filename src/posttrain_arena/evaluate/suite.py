@@ -4,6 +4,12 @@ A suite is a directory of task packages (its subdirectories holding a task.md; a
 collection's `envs/` is used when present) or a list file naming package paths, one a
 line, relative to the file (`#` starts a comment). A suite used as held-out must obey
 the composition rule: no domain above 20% of its tasks.
+
+Each task belongs to a *cluster*: the unit the paired bootstrap resamples (tasks that
+share a generator, a family or a source succeed and fail together, so counting them as
+independent makes an interval too narrow). A task declares its cluster with a tag
+`cluster:KEY` in its task.md metadata (sealed by the package checksum, hence by the
+suite hash); a task without one is its own cluster.
 """
 
 from __future__ import annotations
@@ -23,6 +29,24 @@ class SuiteError(Exception):
     """The suite cannot be used; the message names the file or task and the fix."""
 
 
+CLUSTER_TAG = "cluster:"
+
+
+def cluster_key(task: TaskPackage) -> str:
+    """The task's declared cluster (its `cluster:KEY` tag), else the task's own name.
+
+    A task declaring two different clusters is refused: it would be counted twice."""
+    keys = sorted({tag[len(CLUSTER_TAG):].strip() for tag in task.frontmatter.metadata.tags
+                   if tag.startswith(CLUSTER_TAG)})
+    if len(keys) > 1:
+        raise SuiteError(f"{task.root / TASK_MD}: metadata.tags declares {len(keys)} clusters "
+                         f"({', '.join(keys)}); keep one `{CLUSTER_TAG}KEY` tag")
+    if keys and not keys[0]:
+        raise SuiteError(f"{task.root / TASK_MD}: metadata.tags has an empty "
+                         f"`{CLUSTER_TAG}` tag; name the cluster (e.g. {CLUSTER_TAG}family-a)")
+    return f"{CLUSTER_TAG}{keys[0]}" if keys else f"task:{task.name}"
+
+
 class Suite(BaseModel):
     """An ordered set of task packages with unique names."""
 
@@ -35,6 +59,10 @@ class Suite(BaseModel):
     def domain_counts(self) -> dict[Domain, int]:
         """Tasks per domain."""
         return dict(Counter(t.domain for t in self.tasks))
+
+    def clusters(self) -> dict[str, str]:
+        """Task name -> cluster key (see `cluster_key`)."""
+        return {t.name: cluster_key(t) for t in self.tasks}
 
     def composition_violations(self) -> list[str]:
         """Why this suite may not serve as held-out (empty when it may)."""

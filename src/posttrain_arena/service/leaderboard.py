@@ -4,21 +4,22 @@ An entry is a content hash (a tree), shown under its first registration: every s
 run of that tree on the challenge has a result (results.py), so every accepted run
 counts, whichever registration of the tree it ran under.
 
-The interval is the run's own paired 95% interval when a collection has one accepted run,
-and a t-interval of the mean over runs when it has several. Rejected results stay
-visible, unranked. Aggregation happens in SQL (sum and sum of squares), so the cost is
+The interval is the run's own paired 95% interval when a collection has one accepted run;
+over several it combines the runs' task-sampling width with their seed spread
+(`evaluate.stats.runs_interval`), so it never collapses when reruns agree. Rejected
+results stay visible, unranked. Aggregation happens in SQL (sum and sum of squares), so the cost is
 one grouped query however many runs there are. The API serves it through the read
 cache (readcache.py), which recomputes it only after the data changed.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from posttrain_arena.evaluate.stats import runs_interval
 from posttrain_arena.service.challenges import get_challenge
 from posttrain_arena.service.models import Challenge, Collection, Result, Review
 from posttrain_arena.service.schemas import (
@@ -27,16 +28,6 @@ from posttrain_arena.service.schemas import (
     LeaderboardEntry,
     RejectedEntry,
 )
-
-# Two-sided 97.5% quantiles of Student's t, by degrees of freedom (normal beyond 30).
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
-def t975(df: int) -> float:
-    """Student's t quantile for a two-sided 95% interval with `df` degrees of freedom."""
-    return _T975[df - 1] if 1 <= df <= len(_T975) else 1.960
 
 
 def leaderboard(session: Session, challenge: str, limit: int | None = None,
@@ -68,6 +59,8 @@ def _compute(session: Session, ch: Challenge) -> Leaderboard:
             Collection.content_hash, func.count(Result.id),
             func.sum(Result.change_pp), func.sum(Result.change_pp * Result.change_pp),
             func.min(Result.ci_low), func.max(Result.ci_high),
+            func.count(Result.ci_low),
+            func.sum((Result.ci_high - Result.ci_low) * (Result.ci_high - Result.ci_low)),
         )
         .join(Review, Review.result_id == Result.id)
         .join(Collection, Collection.id == Result.collection_id)
@@ -78,14 +71,14 @@ def _compute(session: Session, ch: Challenge) -> Leaderboard:
     accepted: list[tuple[Any, ...]] = [(*first[content_hash], *rest)
                                        for content_hash, *rest in grouped]
     entries = []
-    for col_id, name, n, total, squares, lo1, hi1 in accepted:
+    for col_id, name, n, total, squares, lo1, hi1, n_ci, widths_sq in accepted:
         mean = total / n
         if n == 1:
             lo, hi = lo1, hi1
         else:
             var = max(0.0, (squares - n * mean * mean) / (n - 1))
-            half = t975(n - 1) * math.sqrt(var / n)
-            lo, hi = mean - half, mean + half
+            mean_sq_half = (widths_sq or 0.0) / (4 * n_ci) if n_ci else 0.0
+            lo, hi = runs_interval(n, mean, var, mean_sq_half)
         entries.append(LeaderboardEntry(rank=None, collection_id=col_id, collection_name=name,
                                         mean_change_pp=mean, n=n, ci_low=lo, ci_high=hi))
     entries.sort(key=lambda e: (-e.mean_change_pp, -e.n, e.collection_id))

@@ -10,7 +10,14 @@ the sampler's logprobs. The reward is the verifier's.
 
 Infrastructure failures carry no reward (None, so TRL zeroes their advantage) and are
 masked out of the loss. Groups whose rewards do not vary carry no signal and are masked
-out before the update too; both are counted.
+out before the update too; both are counted. A batch whose groups are *all* flat takes
+no optimizer step at all: the optimizer's and the LR scheduler's step are skipped, so
+weights, optimizer state (Adam moments, step counts) and schedule stay as they were.
+
+Relied-on TRL semantics (pinned in pyproject.toml): `rollout_func(prompts, trainer)`
+returning prompt_ids / completion_ids / logprobs plus extra fields; an `env_mask` extra
+field multiplied into the loss mask (tool output gets no gradient); a None reward
+zeroing that sample's advantage.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from posttrain_arena.agents.transcript import Transcript
 from posttrain_arena.models.base import SamplingParams
 from posttrain_arena.models.transformers_local import TransformersChatModel
 from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.train.flatskip import HoldOnFlat, skip_flat_steps
 from posttrain_arena.train.recipe import GrpoSection, ModelSection
 from posttrain_arena.trial.executor import TrialJob, TrialOutput
 from posttrain_arena.trial.result import Outcome
@@ -86,6 +94,7 @@ class RolloutStats:
     zero_variance_groups: int = 0
     infra_failures: int = 0
     token_view_missing: int = 0
+    flat_batches_skipped: int = 0
     model_sec: float = 0.0
     env_sec: float = 0.0
     wall_sec: float = 0.0
@@ -99,6 +108,7 @@ class RolloutStats:
             "zero_variance_groups_dropped": self.zero_variance_groups,
             "infra_failures_masked": self.infra_failures,
             "token_view_missing": self.token_view_missing,
+            "flat_batches_skipped": self.flat_batches_skipped,
             "rollouts_per_min": self.episodes / minutes if minutes else None,
             "model_share": self.model_sec / busy if busy else None,
             "sandbox_share": self.env_sec / busy if busy else None,
@@ -121,6 +131,7 @@ class AgentRollout:
         self.concurrency = max(1, concurrency)
         self.seed = seed
         self.stats = RolloutStats()
+        self.last_batch_flat = False  # no group of the latest batch carries signal
         self._lock = threading.Lock()
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -192,9 +203,10 @@ class AgentRollout:
                 s.zero_variance_groups += 1
                 for i in range(g, min(g + self.G, len(episodes))):
                     out["env_mask"][i] = [0] * len(out["env_mask"][i])
-        if not any(any(m) for m in out["env_mask"]):
-            # Every group was dropped: leave one token in so the loss normaliser is not
-            # zero; its advantage is 0, so the update is a no-op.
+        self.last_batch_flat = not any(any(m) for m in out["env_mask"])
+        if self.last_batch_flat:
+            # Every group was dropped: the optimizer step is skipped (skip_flat_steps);
+            # one token stays in so that TRL's loss normaliser is not zero.
             out["env_mask"][0][0] = 1
         out["verifier_reward"] = rewards
         scored = [r for r in rewards if r is not None]
@@ -234,7 +246,7 @@ def grpo_steps(cfg: GrpoSection, n_tasks: int) -> int:
     return max(1, math.ceil(n_tasks * cfg.epochs / cfg.tasks_per_step))
 
 
-def run_grpo(
+def grpo_trainer(
     *,
     model_location: str,
     model_section: ModelSection,
@@ -244,14 +256,12 @@ def run_grpo(
     work_dir: Path,
     device: str,
     seed: int,
-    on_step: Callable[[int, int], None] | None = None,
-    on_checkpoint: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Train with GRPO; writes `policy/` (merged) and `adapter/`. Resumes from checkpoints."""
+    callbacks: Sequence[Any] = (),
+) -> Any:
+    """TRL's GRPOTrainer set up for our rollouts, with flat batches skipping their step."""
     import os
 
     from datasets import Dataset
-    from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from posttrain_arena.train import modeling
@@ -267,17 +277,18 @@ def run_grpo(
         raise ValueError(f"[grpo] tasks_per_step * num_generations ({gen_batch}) must be a "
                          f"multiple of per_device_batch_size ({per_device})")
     total = grpo_steps(cfg, len(task_names))
-    ckpt_dir = work_dir / "checkpoints"
     vllm: dict[str, Any] = {}
     if cfg.policy_endpoint:
         vllm = {"use_vllm": True, "vllm_mode": "server",
                 "vllm_server_base_url": cfg.policy_endpoint}
     args = GRPOConfig(
-        output_dir=str(ckpt_dir),
+        output_dir=str(work_dir / "checkpoints"),
         max_steps=total,
         learning_rate=cfg.learning_rate,
         per_device_train_batch_size=per_device,
         gradient_accumulation_steps=gen_batch // per_device,
+        # one generation per optimizer step: what skip_flat_steps relies on
+        steps_per_generation=gen_batch // per_device,
         num_generations=G,
         max_completion_length=cfg.max_completion_length,
         loss_type=cfg.loss_type,
@@ -302,6 +313,45 @@ def run_grpo(
     need = total * cfg.tasks_per_step
     rows = (rows * (need // max(1, len(rows)) + 1))[: max(need, len(rows))]
 
+    class _Trainer(GRPOTrainer):  # type: ignore[misc]
+        def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
+            if self.lr_scheduler is not None:
+                return super().create_scheduler(num_training_steps, optimizer)
+            # The optimizer and scheduler the loop will step, each wrapped once.
+            skip_flat_steps(optimizer if optimizer is not None else self.optimizer, rollout)
+            scheduler = super().create_scheduler(num_training_steps, optimizer)
+            held = HoldOnFlat(scheduler, rollout)
+            self.lr_scheduler = held  # type: ignore[assignment]  # a LambdaLR by delegation
+            return held
+
+    return _Trainer(model=model, reward_funcs=[verifier_reward], args=args,
+                    train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                    peft_config=peft_config, rollout_func=rollout, callbacks=list(callbacks))
+
+
+def run_grpo(
+    *,
+    model_location: str,
+    model_section: ModelSection,
+    cfg: GrpoSection,
+    rollout: AgentRollout,
+    task_names: Sequence[str],
+    work_dir: Path,
+    device: str,
+    seed: int,
+    on_step: Callable[[int, int], None] | None = None,
+    on_checkpoint: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Train with GRPO; writes `policy/` (merged) and `adapter/`. Resumes from checkpoints."""
+    import shutil
+
+    import torch
+    from transformers import TrainerCallback
+
+    from posttrain_arena.train import modeling
+
+    total = grpo_steps(cfg, len(task_names))
+    ckpt_dir = work_dir / "checkpoints"
     metrics_log: list[dict[str, float]] = []
 
     class _Report(TrainerCallback):  # type: ignore[misc]
@@ -319,13 +369,12 @@ def run_grpo(
                 on_checkpoint(f"checkpoint at step {state.global_step}")
 
     stats_path = work_dir / "rollout_stats.json"
-    trainer = GRPOTrainer(model=model, reward_funcs=[verifier_reward], args=args,
-                          train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                          peft_config=peft_config, rollout_func=rollout,
-                          callbacks=[_Report()])
+    trainer = grpo_trainer(model_location=model_location, model_section=model_section,
+                           cfg=cfg, rollout=rollout, task_names=task_names, work_dir=work_dir,
+                           device=device, seed=seed, callbacks=[_Report()])
+    tokenizer = trainer.processing_class
+    peft = cfg.method == "lora"
     before_path = work_dir / "initial_trainable.pt"
-    import torch
-
     resume = modeling.latest_checkpoint(ckpt_dir)
     if resume is not None and stats_path.is_file():
         rollout.stats = RolloutStats(**json.loads(stats_path.read_text()))
@@ -337,15 +386,14 @@ def run_grpo(
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     change = modeling.delta_norm(before, trainer.model)
     modeling.save_policy(trainer.model, tokenizer, work_dir / "policy",
-                         adapter_dir=work_dir / "adapter" if peft_config is not None else None)
-    import shutil
-
+                         adapter_dir=work_dir / "adapter" if peft else None)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     before_path.unlink(missing_ok=True)
     stats_path.unlink(missing_ok=True)
     return {
         "method": cfg.method,
         "steps": int(result.global_step),
+        "optimizer_steps": int(result.global_step) - rollout.stats.flat_batches_skipped,
         "resumed_from": resume.name if resume else None,
         "train_loss": float(result.training_loss),
         "reward_by_step": [m["reward"] for m in metrics_log if "reward" in m],

@@ -1,6 +1,7 @@
 """The post-training pipeline: recipe in, score.json out.
 
-    snapshot -> leakage -> baseline -> teacher -> sft -> gate -> grpo -> final -> score
+    snapshot -> leakage -> baseline -> teacher -> sft -> after_sft -> gate -> grpo -> final
+    -> score
 
 Every stage is content-addressed and resumable (see stages.py): rerunning with
 `resume=True` skips finished stages whose inputs did not change and continues an
@@ -81,6 +82,8 @@ def run_recipe(
               reads=("snapshot", "leakage")),
         Stage("sft", steps.sft, r.section_hash("sft", "runtime"),
               reads=("snapshot", "teacher")),
+        Stage("after_sft", steps.after_sft, r.section_hash("grpo", "agent", "runtime"),
+              reads=("snapshot", "sft")),
         Stage("gate", steps.gate, r.section_hash("grpo", "agent", "runtime"),
               reads=("snapshot", "leakage", "sft")),
         Stage("grpo", steps.grpo, r.section_hash("grpo", "agent", "runtime"),
@@ -88,8 +91,8 @@ def run_recipe(
         Stage("final", steps.final, r.section_hash("agent", "runtime"),
               reads=("snapshot", "grpo")),
         Stage("score", steps.score, r.recipe_hash(),
-              reads=("snapshot", "leakage", "baseline", "teacher", "sft", "gate", "grpo",
-                     "final")),
+              reads=("snapshot", "leakage", "baseline", "teacher", "sft", "after_sft", "gate",
+                     "grpo", "final")),
     ]
     try:
         for stage in graph:

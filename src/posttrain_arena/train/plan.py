@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 from posttrain_arena.train.recipe import Recipe, is_remote
 from posttrain_arena.train.sources import SourceError, count_tasks
 
-STAGES = ("snapshot", "leakage", "baseline", "teacher", "sft", "gate", "grpo", "final", "score")
+STAGES = ("snapshot", "leakage", "baseline", "teacher", "sft", "after_sft", "gate", "grpo", "final",
+          "score")
 
 
 class PlanStage(BaseModel):
@@ -87,6 +88,9 @@ def plan(recipe: Recipe) -> Plan:
         PlanStage(name="sft", what="LoRA SFT on verified trajectories" if
                   recipe.sft.method == "lora" else "full SFT on verified trajectories",
                   optimizer_steps=sft_steps, skipped=not recipe.sft.enabled),
+        PlanStage(name="after_sft", what=f"SFT policy on {H} held-out tasks x {k} samples "
+                  "(GRPO's own change)", trials=H * k, model_turns=H * k * turns,
+                  skipped=not (g.enabled and recipe.sft.enabled)),
         PlanStage(name="gate", what=f"SFT vs base on {min(g.gate.tasks, T)} training tasks",
                   trials=2 * gate_n, model_turns=2 * gate_n * turns, skipped=not gate_on),
         PlanStage(name="grpo", what=f"GRPO: {grpo_steps} steps x {g.tasks_per_step} tasks x "

@@ -3,8 +3,8 @@
 The change and its statistics come from `evaluate.stats.compare` on the baseline and
 final EvalReports: final minus base mean task pass rate in percentage points, over tasks
 scored in both (tasks lost to infrastructure in either are left out and listed), with a
-seeded paired bootstrap 95% interval over tasks and an exact sign test (McNemar's exact
-test when k = 1).
+seeded paired bootstrap 95% interval that resamples the suite's clusters and the
+matching cluster t-test; `method` and `test` say which, `clusters` how many.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ class Change(BaseModel):
     delta_pp: float = Field(description="Change in pass rate, percentage points")
     ci95_low_pp: float = Field(description="Lower end of the paired 95% bootstrap interval")
     ci95_high_pp: float = Field(description="Upper end of the paired 95% bootstrap interval")
+    method: str = Field(default="", description="How the interval was computed")
+    clusters: int = Field(default=0, description="Clusters the bootstrap resampled")
     p_value: float = Field(description="Two-sided p-value of no change")
     test: str = Field(description="Which test gave the p-value")
     paired_tasks: int = Field(description="Tasks scored in both evaluations")
@@ -73,6 +75,11 @@ class Score(BaseModel):
     base: PassRates | None = None
     final: PassRates | None = None
     change: Change | None = None
+    after_sft: PassRates | None = Field(
+        default=None, description="The SFT policy on the held-out suite (before GRPO)")
+    grpo_change: Change | None = Field(
+        default=None, description="GRPO's own change: final minus after-SFT, paired, with "
+        "its clustered interval (None when GRPO or SFT did not run)")
     per_domain: list[DomainChange] = Field(default_factory=list, description="Per domain")
     regressed_tasks: list[TaskChange] = Field(default_factory=list,
                                               description="Tasks whose pass rate fell")
@@ -101,7 +108,6 @@ def pass_rates(report: EvalReport) -> PassRates:
 def change_of(cmp: Comparison) -> Change:
     """The headline change from a paired comparison."""
     return Change(delta_pp=cmp.change_pp, ci95_low_pp=cmp.ci_low_pp, ci95_high_pp=cmp.ci_high_pp,
-                  p_value=cmp.p_value,
-                  test="exact sign test on tasks that moved (exact McNemar when k = 1)",
+                  method=cmp.method, clusters=cmp.clusters, p_value=cmp.p_value, test=cmp.test,
                   paired_tasks=cmp.tasks, dropped_tasks=cmp.excluded)
 

@@ -248,6 +248,16 @@ class Steps:
                        on_step=lambda d, n: ctx.step(d, n, "steps"),
                        on_checkpoint=ctx.checkpoint)
 
+    def after_sft(self, ctx: StageContext) -> dict[str, Any]:
+        """The SFT policy on the held-out suite: GRPO's own change is final minus this."""
+        if not (self.r.grpo.enabled and self.r.sft.enabled):
+            return {"skipped": "GRPO or SFT is disabled: nothing to separate"}
+        report = self.evaluate(ctx, self.taskset("suite").tasks,
+                               policy_location(ctx.output_of("sft")), "policy:after-sft",
+                               self.r.runtime.k)
+        report.save(ctx.work_dir / "eval.json")
+        return _eval_summary(report)
+
     def gate(self, ctx: StageContext) -> dict[str, Any]:
         g = self.r.grpo.gate
         if not (g.enabled and self.r.grpo.enabled and self.r.sft.enabled):
@@ -324,10 +334,19 @@ class Steps:
     def score(self, ctx: StageContext) -> dict[str, Any]:
         from posttrain_arena import __version__
         from posttrain_arena.evaluate.stats import compare
+        from posttrain_arena.evaluate.suite import suite_from_tasks
 
         base = EvalReport.load(ctx.output_of("baseline") / "eval.json")
         final = EvalReport.load(ctx.output_of("final") / "eval.json")
-        cmp = compare(base, final, seed=self.r.runtime.seed)
+        clusters = suite_from_tasks(self.taskset("suite").tasks).clusters()
+        cmp = compare(base, final, clusters=clusters, seed=self.r.runtime.seed)
+        after_sft, grpo_change = None, None
+        sft_eval = ctx.output_of("after_sft") / "eval.json"
+        if sft_eval.is_file():  # the same suite and seeds, so the two pair task by task
+            sft_report = EvalReport.load(sft_eval)
+            after_sft = score.pass_rates(sft_report)
+            grpo_change = score.change_of(compare(sft_report, final, clusters=clusters,
+                                                  seed=self.r.runtime.seed))
         snap = json.loads((ctx.output_of("snapshot") / "snapshot.json").read_text())
         leaks = json.loads((ctx.output_of("leakage") / "leakage.json").read_text())
         rt = self.r.runtime
@@ -347,7 +366,8 @@ class Steps:
         records = {n: rec for n, rec in ctx.upstream.items()}
         result = score.Score(
             status="scored", run_dir=str(self.run_dir), base=score.pass_rates(base),
-            final=score.pass_rates(final), change=score.change_of(cmp), per_domain=cmp.domains,
+            final=score.pass_rates(final), change=score.change_of(cmp), after_sft=after_sft,
+            grpo_change=grpo_change, per_domain=cmp.domains,
             regressed_tasks=cmp.regressed_tasks, improved_tasks=cmp.improved,
             teacher=records["teacher"].summary,
             sft=records["sft"].summary, gate=records["gate"].summary,

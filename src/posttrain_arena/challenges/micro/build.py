@@ -5,9 +5,13 @@ Layout of the work directory:
     micro.json                     what was built: seed, counts, suite and collection hashes
     suite/NAME/                    the sealed held-out suite (fresh instances, suite families)
     collections/micro-relevant/    submission.yaml + envs/: the suite's families, other instances
+    collections/micro-partial/     half the suite's families, half the off-topic ones
+    collections/micro-broken-verifiers/  the suite's families, each verifier also accepting a
+                                   plausible wrong answer that its oracle produces
     collections/micro-off-topic/   submission.yaml + envs/: the other eight families
     model/                         the tiny model (tokenizer + random-init Qwen2 weights)
-    recipes/NAME.toml              one recipe per collection, from recipe.template.toml
+    recipes/NAME.toml              one recipe per control, from recipe.template.toml
+                                   (micro-relevant-seed1: micro-relevant, another seed: A/A)
 
 Every package is a real task package: task.md, environment/Dockerfile with the seed
 files, verifier/verifier.py with the expected final state, oracle/solve.sh with the one
@@ -24,22 +28,35 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from posttrain_arena.challenges.micro.broken import break_verifier
 from posttrain_arena.challenges.micro.families import (
+    HELD_OUT,
     OFFTOPIC_FAMILIES,
     SUITE_FAMILIES,
+    TRAIN,
     Family,
     Instance,
+    Pools,
 )
 from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
+from posttrain_arena.evaluate.suite import CLUSTER_TAG
 from posttrain_arena.spec.collection import load_collection
 from posttrain_arena.spec.domains import composition_violations
-from posttrain_arena.train.leakage import LeakageDoc, find_leaks
+from posttrain_arena.train.leakage import LeakageDoc, LeakGate
 
 BASE_IMAGE = "posttrain-arena/python:bookworm"
 FORMAT_VERSION = 1
 RELEVANT = "micro-relevant"
+RELEVANT_SEED1 = "micro-relevant-seed1"
+PARTIAL = "micro-partial"
+BROKEN = "micro-broken-verifiers"
 OFFTOPIC = "micro-off-topic"
-COLLECTIONS = (RELEVANT, OFFTOPIC)
+# The protocol of controls, in the order `arena demo --compare` runs and reports them.
+CONTROLS = (RELEVANT, RELEVANT_SEED1, PARTIAL, BROKEN, OFFTOPIC)
+COLLECTIONS = (RELEVANT, PARTIAL, BROKEN, OFFTOPIC)  # the ones with their own folder
+# micro-partial: every other suite family and the off-topic families between them, so
+# the collection still spans the eight domains.
+PARTIAL_FAMILIES = SUITE_FAMILIES[0::2] + OFFTOPIC_FAMILIES[1::2]
 AUTHOR = ("PostTrain Arena micro generator", "micro@posttrain-arena.invalid")
 
 
@@ -60,9 +77,9 @@ class MicroChallenge(BaseModel):
     root: str = Field(description="The work directory")
     suite: str = Field(description="Held-out suite directory")
     suite_hash: str = Field(description="Sealed content hash of the suite")
-    collections: dict[str, str] = Field(description="Collection name -> directory")
-    collection_hashes: dict[str, str] = Field(description="Collection name -> content hash")
-    recipes: dict[str, str] = Field(description="Collection name -> recipe file")
+    collections: dict[str, str] = Field(description="Control name -> collection directory")
+    collection_hashes: dict[str, str] = Field(description="Control name -> content hash")
+    recipes: dict[str, str] = Field(description="Control name -> recipe file")
     model: str = Field(description="The tiny model's directory")
     sizes: MicroSizes = Field(description="Instances per family")
     model_spec: TinyModelSpec = Field(description="Shape of the tiny model")
@@ -109,7 +126,10 @@ def check(expect):
     return problems
 
 
-problems = check(json.loads((HERE / "expected.json").read_text()))
+expect = json.loads((HERE / "expected.json").read_text())
+problems = check(expect)
+if problems and any(not check(alt) for alt in expect.get("alternatives", [])):
+    problems = []
 reward = 0.0 if problems else 1.0
 OUT_TXT.parent.mkdir(parents=True, exist_ok=True)
 OUT_TXT.write_text(f"{reward}\\n")
@@ -121,7 +141,9 @@ print(f"reward: {reward}")
 
 def task_md(inst: Instance) -> str:
     """task.md of an instance: frontmatter and the prompt."""
-    tags = ["micro", inst.family, "shell"]
+    # The family is the suite's cluster: its five instances share a program and succeed
+    # or fail together, so the interval resamples families, not tasks.
+    tags = ["micro", inst.family, "shell", f"{CLUSTER_TAG}{inst.family}"]
     return (
         "---\n"
         'version: "1.0"\n'
@@ -181,14 +203,18 @@ def write_package(inst: Instance, dest: Path) -> Path:
 # ---------------------------------------------------------------------------- instances
 
 def generate(families: tuple[Family, ...], per_family: int, rng: random.Random,
-             taken: set[str], held_out: list[Instance] | None = None) -> list[Instance]:
-    """`per_family` instances of each family whose keys are not in `taken` (updated).
+             taken: set[str], held_out: list[Instance] | None = None, *,
+             pools: Pools = TRAIN, distinct_commands: bool = False) -> list[Instance]:
+    """`per_family` instances of each family whose keys are not in `taken` (updated),
+    parameters drawn from `pools`.
 
-    With `held_out`, an instance that the pipeline's leakage gate would call a near
-    duplicate of a held-out instance is drawn again, so that no training task of the
-    collection is excluded and the suite stays a test of fresh instances.
+    With `distinct_commands`, no two instances share a solution (the held-out suite:
+    every task must be solved on its own). With `held_out`, an instance that the
+    pipeline's leakage gate would exclude is drawn again, so that the collection loses
+    no task to the gate; the gate itself still runs in every pipeline.
     """
     gate = _LeakGate(held_out) if held_out else None
+    commands: set[str] = set()
     out: list[Instance] = []
     for fam in families:
         made = 0
@@ -197,11 +223,14 @@ def generate(families: tuple[Family, ...], per_family: int, rng: random.Random,
             tries += 1
             if tries > per_family * 200:
                 raise RuntimeError(f"family {fam.name} cannot make {per_family} distinct "
-                                   "instances; lower the count")
-            inst = fam.generate(rng)
-            if inst.key in taken or (gate is not None and gate.leaks(inst)):
+                                   f"instances from the {pools.name} pools; lower the count")
+            inst = fam.generate(rng, pools)
+            if inst.key in taken or (distinct_commands and inst.command in commands):
+                continue
+            if gate is not None and gate.leaks(inst):
                 continue
             taken.add(inst.key)
+            commands.add(inst.command)
             out.append(inst)
             made += 1
     return out
@@ -211,29 +240,40 @@ class _LeakGate:
     """The pipeline's near-duplicate test, applied to instances before they are written."""
 
     def __init__(self, held_out: list[Instance]) -> None:
-        self.held = [self._doc(i) for i in held_out]
+        self.gate = LeakGate([self._doc(i) for i in held_out])
 
     @staticmethod
     def _doc(inst: Instance) -> LeakageDoc:
         return LeakageDoc(name=inst.name, checksum=f"key:{inst.key}", prompt=inst.prompt,
-                          verifier=_VERIFIER)
+                          verifier=_VERIFIER, solution=f"#!/bin/bash\n{inst.command}\n",
+                          environment=inst.files)
 
     def leaks(self, inst: Instance) -> bool:
-        return bool(find_leaks([self._doc(inst)], self.held))
+        return self.gate.check(self._doc(inst)) is not None
 
 
 def plan_instances(seed: int, sizes: MicroSizes) -> dict[str, list[Instance]]:
     """The instances of the suite and of both collections, all distinct from each other.
 
-    The suite is drawn first from its own stream, so a collection can never change it.
+    The suite is drawn first from its own stream and from the held-out pools, so a
+    collection can never change it and never shares a parameter value with it.
     """
-    taken: set[str] = set()
-    suite = generate(SUITE_FAMILIES, sizes.suite_per_family, random.Random(f"suite:{seed}"), taken)
-    relevant = generate(SUITE_FAMILIES, sizes.collection_per_family,
-                        random.Random(f"relevant:{seed}"), taken, suite)
-    offtopic = generate(OFFTOPIC_FAMILIES, sizes.collection_per_family,
-                        random.Random(f"off-topic:{seed}"), taken, suite)
-    return {"suite": suite, RELEVANT: relevant, OFFTOPIC: offtopic}
+    held: set[str] = set()
+    suite = generate(SUITE_FAMILIES, sizes.suite_per_family, random.Random(f"suite:{seed}"),
+                     held, pools=HELD_OUT, distinct_commands=True)
+
+    def part(name: str, families: tuple[Family, ...]) -> list[Instance]:
+        # Each collection is drawn on its own: distinct within itself and from the suite
+        # (the controls are separate runs, so they may share an instance).
+        return generate(families, sizes.collection_per_family, random.Random(f"{name}:{seed}"),
+                        set(held), suite)
+
+    relevant = part("relevant", SUITE_FAMILIES)
+    offtopic = part("off-topic", OFFTOPIC_FAMILIES)
+    partial = part("partial", PARTIAL_FAMILIES)
+    broken = [break_verifier(i) for i in part("broken", SUITE_FAMILIES)]
+    return {"suite": suite, RELEVANT: relevant, PARTIAL: partial, BROKEN: broken,
+            OFFTOPIC: offtopic}
 
 
 # ------------------------------------------------------------------------------- build
@@ -248,14 +288,15 @@ def _submission(name: str, families: tuple[Family, ...]) -> str:
             f"description: Generated instances of the families {what}.\n")
 
 
-def recipe_text(collection: str, ch: MicroChallenge) -> str:
-    """The micro recipe filled in for one collection of a built challenge."""
+def recipe_text(control: str, ch: MicroChallenge) -> str:
+    """The micro recipe filled in for one control of a built challenge."""
     template = resources.files("posttrain_arena.challenges.micro").joinpath("recipe.template.toml")
     text = template.read_text(encoding="utf-8")
-    return text.format(name=collection, model=json.dumps(ch.model),
-                       collection=json.dumps(ch.collections[collection]),
+    seed = ch.seed + 1 if control == RELEVANT_SEED1 else ch.seed
+    return text.format(name=control, model=json.dumps(ch.model),
+                       collection=json.dumps(ch.collections[control]),
                        suite=json.dumps(ch.suite), suite_hash=json.dumps(ch.suite_hash),
-                       runs=json.dumps(str(Path(ch.root) / "runs")), seed=ch.seed)
+                       runs=json.dumps(str(Path(ch.root) / "runs")), seed=seed)
 
 
 def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None = None,
@@ -280,7 +321,8 @@ def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None 
         raise RuntimeError("micro suite breaks the composition rule: " + "; ".join(problems))
     collections: dict[str, str] = {}
     hashes: dict[str, str] = {}
-    for name, families in ((RELEVANT, SUITE_FAMILIES), (OFFTOPIC, OFFTOPIC_FAMILIES)):
+    for name, families in ((RELEVANT, SUITE_FAMILIES), (PARTIAL, PARTIAL_FAMILIES),
+                           (BROKEN, SUITE_FAMILIES), (OFFTOPIC, OFFTOPIC_FAMILIES)):
         cdir = root / "collections" / name
         (cdir / "envs").mkdir(parents=True)
         (cdir / "submission.yaml").write_text(_submission(name, families), encoding="utf-8")
@@ -288,16 +330,18 @@ def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None 
             write_package(inst, cdir / "envs" / inst.name)
         collections[name] = str(cdir)
         hashes[name] = load_collection(cdir).content_hash
+    collections[RELEVANT_SEED1], hashes[RELEVANT_SEED1] = collections[RELEVANT], hashes[RELEVANT]
     model_dir = root / "model"
     if with_model:
         if model_dir.exists():
             shutil.rmtree(model_dir)
-        write_tiny_model(model_dir, model_spec)
+        held_text = [t for i in plan["suite"] for t in (i.prompt, i.command)]
+        write_tiny_model(model_dir, model_spec, forbidden=held_text)
     ch = MicroChallenge(seed=seed, root=str(root), suite=str(suite_dir), suite_hash=suite.hash,
                         collections=collections, collection_hashes=hashes, recipes={},
                         model=str(model_dir), sizes=sizes, model_spec=model_spec)
     (root / "recipes").mkdir(parents=True)
-    for name in COLLECTIONS:
+    for name in CONTROLS:
         path = root / "recipes" / f"{name}.toml"
         path.write_text(recipe_text(name, ch), encoding="utf-8")
         ch.recipes[name] = str(path)

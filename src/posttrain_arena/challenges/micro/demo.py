@@ -1,8 +1,10 @@
 """`arena demo`: the whole loop on the micro challenge, on a laptop.
 
 Builds the challenge into a work directory (deterministic from the seed), runs the micro
-recipe on the relevant collection (and, to compare, on the off-topic one) with the real
-pipeline (`train.pipeline.run_recipe`), and returns each collection's score.
+recipe on the relevant collection (and, with `compare`, the whole protocol of controls:
+relevant, relevant with another seed, partial, broken verifiers, off-topic) with the real
+pipeline (`train.pipeline.run_recipe`), and returns each control's score. What libraries
+print during a run goes to the run's `run.log`; the caller's progress sink sees stages.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from posttrain_arena.challenges.micro.build import (
-    OFFTOPIC,
+    CONTROLS,
     RELEVANT,
     MicroChallenge,
     build_micro,
@@ -38,6 +40,12 @@ class CollectionScore(BaseModel):
     ci95_low_pp: float = Field(description="Lower end of the paired 95% interval, points")
     ci95_high_pp: float = Field(description="Upper end of the paired 95% interval, points")
     p_value: float | None = Field(default=None, description="Two-sided p-value of no change")
+    after_sft_rate: float | None = Field(default=None,
+                                         description="Held-out pass rate after SFT (0..1)")
+    grpo_delta_pp: float | None = Field(default=None,
+                                        description="GRPO's own change (final - after SFT)")
+    grpo_ci95_low_pp: float | None = Field(default=None, description="Its 95% interval, low")
+    grpo_ci95_high_pp: float | None = Field(default=None, description="Its 95% interval, high")
     tasks: int = Field(description="Held-out tasks paired in the comparison")
     samples_per_task: int = Field(description="k: samples per held-out task")
     run_dir: str = Field(description="The run folder (score.json and every stage's files)")
@@ -56,7 +64,9 @@ class DemoResult(BaseModel):
     workdir: str = Field(description="Where the challenge and runs live")
     suite_hash: str = Field(description="Sealed hash of the held-out suite")
     backend: str = Field(description="Sandbox backend the trials ran in")
-    scores: dict[str, CollectionScore] = Field(description="Collection name -> score")
+    scores: dict[str, CollectionScore] = Field(description="Control name -> score")
+    plots: list[str] = Field(default_factory=list,
+                             description="The intervals plot (PNG, SVG), with --compare")
 
 
 def _with_backend(recipe: Recipe, backend: str) -> Recipe:
@@ -74,12 +84,19 @@ def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local
     run_dir = Path(ch.root) / "runs" / f"{collection}-seed{ch.seed}"
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)
+    from posttrain_arena.train.runlog import library_output_to
+
     start = time.monotonic()
-    score = run_recipe(recipe, run_dir=run_dir, resume=resume, progress=progress)
+    with library_output_to(run_dir / "run.log"):
+        score = run_recipe(recipe, run_dir=run_dir, resume=resume, progress=progress)
     if score.base is None or score.final is None or score.change is None:
         raise RuntimeError(f"{run_dir}: the run finished without a score ({score.status})")
+    g = score.grpo_change
     return CollectionScore(
         collection=collection, base_rate=score.base.pass_rate, final_rate=score.final.pass_rate,
+        after_sft_rate=score.after_sft.pass_rate if score.after_sft else None,
+        grpo_delta_pp=g.delta_pp if g else None, grpo_ci95_low_pp=g.ci95_low_pp if g else None,
+        grpo_ci95_high_pp=g.ci95_high_pp if g else None,
         delta_pp=score.change.delta_pp, ci95_low_pp=score.change.ci95_low_pp,
         ci95_high_pp=score.change.ci95_high_pp, p_value=score.change.p_value,
         tasks=score.change.paired_tasks, samples_per_task=score.final.samples_per_task,
@@ -89,16 +106,23 @@ def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local
 def run_demo(workdir: Path | str | None = None, *, seed: int = 0, compare: bool = False,
              backend: str = "local", resume: bool = False,
              progress: Progress = no_progress) -> DemoResult:
-    """Build the micro challenge and post-train on the relevant collection (and, with
-    `compare`, on the off-topic one); scores keyed by collection name."""
+    """Build the micro challenge and post-train on the relevant collection (with
+    `compare`: every control of the protocol, and plot their intervals); scores keyed by
+    control name."""
     root = Path(workdir or DEFAULT_WORKDIR).expanduser()
     progress(StageEvent(stage="build", status="start",
                         message=f"generating the micro challenge (seed {seed}) in {root}"))
     ch = build_micro(root, seed=seed)
     progress(StageEvent(stage="build", status="done", message=f"suite {ch.suite_hash[:19]}"))
     scores: dict[str, CollectionScore] = {}
-    for name in (RELEVANT, OFFTOPIC) if compare else (RELEVANT,):
+    for name in CONTROLS if compare else (RELEVANT,):
         scores[name] = run_collection(ch, name, backend=backend, resume=resume,
                                       progress=progress)
+    plots: list[str] = []
+    if compare:
+        from posttrain_arena.challenges.micro.plot import plot_intervals
+
+        plots = [str(p) for p in plot_intervals(
+            scores, root, f"micro challenge, seed {seed}: the protocol of controls")]
     return DemoResult(seed=seed, workdir=str(root), suite_hash=ch.suite_hash, backend=backend,
-                      scores=scores)
+                      scores=scores, plots=plots)

@@ -10,6 +10,13 @@ Sixteen families, two per domain. The first eight (`SUITE_FAMILIES`) make the he
 suite and the relevant collection; the other eight (`OFFTOPIC_FAMILIES`) make the
 off-topic collection. The two groups use disjoint commands, so training on one teaches
 nothing the other's verifier rewards.
+
+Split hygiene: every parameter a command copies from the prompt (file stem, column,
+marker, count, range ends) is drawn from one of two disjoint pools. `TRAIN` instances
+(collections, the tokenizer's corpus) never use a `HELD_OUT` value and the other way
+round, so no held-out task's solution can be a training task's, and a model only passes
+a held-out task by reading its prompt. Prompts carry no filler: two instances differ
+exactly where their parameters and data do.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import hashlib
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from posttrain_arena.spec.domains import Domain
 
@@ -31,10 +38,15 @@ class Expectation:
     absent: list[str] = field(default_factory=list)  # paths that must no longer exist
     executable: list[str] = field(default_factory=list)  # files that must be executable
     dirs: list[str] = field(default_factory=list)  # directories that must exist
+    # Other final states the verifier also accepts (only the broken-verifier control has any)
+    alternatives: list[Expectation] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        return {"files": self.files, "absent": self.absent,
-                "executable": self.executable, "dirs": self.dirs}
+        out: dict[str, object] = {"files": self.files, "absent": self.absent,
+                                  "executable": self.executable, "dirs": self.dirs}
+        if self.alternatives:
+            out["alternatives"] = [a.to_json() for a in self.alternatives]
+        return out
 
 
 @dataclass(frozen=True)
@@ -67,45 +79,67 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class Pools:
+    """The values a command's parameters are drawn from (one split's share of each)."""
+
+    name: str
+    stems: tuple[str, ...]  # file stems, shared by every family of the split
+    markers: tuple[str, ...]  # count-markers: the marker to count
+    columns: tuple[int, ...]  # column-sum: the column to total
+    heads: tuple[int, ...]  # first-lines: how many lines to keep
+    starts: tuple[int, ...]  # sequence: first integer
+    ends: tuple[int, ...]  # sequence: last integer
+
+
+# Disjoint halves of every parameter. File stems are one pool shared by the families of
+# a split, so that "copy the file name from the prompt" is one skill a tiny model sees
+# many times over; the held-out stems are real words it has never seen as a file name.
+# The training pools are wide on purpose: with a handful of values a tiny model memorises
+# them and never learns to copy (measured: 0% on held-out values with five stems).
+TRAIN = Pools(
+    name="train",
+    stems=("data", "notes", "report", "input", "records", "items", "values", "events",
+           "orders", "prices", "users", "hosts", "files", "lines", "tasks", "jobs", "logs",
+           "sales", "stock", "tickets", "scores", "grades", "names", "cities", "colors",
+           "books", "songs", "votes", "trips", "loans", "parts", "tools", "cards", "rooms",
+           "teams", "units", "zones", "weeks", "plans", "codes"),
+    markers=("TODO", "FIXME", "NOTE", "REVIEW", "TEMP", "DEBT", "CHECK", "LATER"),
+    columns=(1, 2, 3, 4, 5, 6), heads=(2, 3, 4, 5, 6),
+    starts=(1, 2, 3, 4, 5, 6), ends=tuple(range(10, 20)))
+HELD_OUT = Pools(name="held-out", stems=("ledger", "survey", "sample", "batch", "archive",
+                                         "metrics"),
+                 markers=("HACK", "BUG", "XXX"), columns=(7, 8, 9), heads=(7, 8, 9),
+                 starts=(7, 8, 9), ends=(20, 21, 22, 23, 24))
+NCOLS = 9  # column-sum: columns per row (covers both pools' columns)
+ALL_MARKERS = TRAIN.markers + HELD_OUT.markers  # every marker may appear as data
+
+
+@dataclass(frozen=True)
 class Family:
     """A task family: a name, a domain and a generator of instances."""
 
     name: str
     domain: Domain
     title: str
-    make: Callable[[random.Random], Instance]
+    make: Callable[[random.Random, Pools], Instance]
 
-    def generate(self, rng: random.Random) -> Instance:
-        """A fresh instance. Its prompt opens with who asks (a person, team and project
-        the solution never uses): realistic noise for the model to ignore, and the words
-        that keep instances of one family apart for the arena's near-duplicate gate,
-        which ignores numbers."""
-        who, team, project = rng.choice(_PEOPLE), rng.choice(_TEAMS), rng.choice(_PROJECTS)
-        inst = self.make(rng)
-        return replace(inst, prompt=f"{who} on the {team} team, project {project}, asks: "
-                       f"{inst.prompt}")
+    def generate(self, rng: random.Random, pools: Pools = TRAIN) -> Instance:
+        """A fresh instance whose parameters come from `pools` (training values unless
+        the held-out split is asked for)."""
+        return self.make(rng, pools)
 
 
-# Vocabulary the generators draw from. Fresh instances recombine these, so every name a
-# held-out prompt mentions was seen in some other combination during training.
-# File stems are one small pool shared by every family, so that "copy the file name from
-# the prompt" is one skill a tiny model sees many times over, whatever the family.
-_STEMS = ["data", "notes", "report", "input", "records"]
-_TEAMS = ["sales", "support", "research", "finance", "ops", "legal", "design", "audit",
-          "quality", "planning", "logistics", "security"]
-_PROJECTS = ["Apollo", "Borealis", "Cedar", "Dynamo", "Ember", "Falcon", "Granite", "Harbor",
-             "Iris", "Juniper", "Kestrel", "Lumen", "Mosaic", "Nimbus", "Orchid", "Pioneer"]
+# Data vocabulary (file contents, never a command's parameter).
 _PEOPLE = ["Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Gita", "Hugo", "Ines",
            "Jonas", "Kemal", "Lena", "Mateo", "Nora", "Omar", "Priya", "Quinn", "Rosa",
            "Sven", "Tara", "Umar", "Vera", "Wen", "Yara", "Zane"]
 _WORDS = ["alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "light", "paper",
           "green", "quick", "silver", "north", "ocean", "metal", "plain", "field", "spark"]
-_MARKERS = ["TODO", "FIXME", "HACK", "BUG"]
 _LEVELS = ["INFO", "WARN", "DEBUG"]
 
 
-def _fname(rng: random.Random, ext: str) -> str:
-    return f"{rng.choice(_STEMS)}.{ext}"
+def _fname(rng: random.Random, pools: Pools, ext: str) -> str:
+    return f"{rng.choice(pools.stems)}.{ext}"
 
 
 def _lines(items: list[str]) -> str:
@@ -121,13 +155,13 @@ def _inst(family: str, domain: Domain, title: str, prompt: str, files: dict[str,
 
 # ---------------------------------------------------------------- suite families (A-H)
 
-def _count_markers(rng: random.Random) -> Instance:
-    src = f"{rng.choice(_STEMS)}.py"
+def _count_markers(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "py")
     out = "count.txt"
-    marker = rng.choice(_MARKERS)
+    marker = rng.choice(pools.markers)
     body = []
     for i in range(rng.randint(8, 16)):
-        tag = rng.choice([marker, *_MARKERS]) if rng.random() < 0.5 else ""
+        tag = rng.choice([marker, *ALL_MARKERS]) if rng.random() < 0.5 else ""
         body.append(f"x{i} = {rng.randint(0, 99)}" + (f"  # {tag}: tidy up" if tag else ""))
     n = sum(marker in line for line in body)
     return _inst(
@@ -137,8 +171,8 @@ def _count_markers(rng: random.Random) -> Instance:
         Expectation(files={out: f"{n}\n"}), src=src, out=out, marker=marker)
 
 
-def _unique_ips(rng: random.Random) -> Instance:
-    log = _fname(rng, "log")
+def _unique_ips(rng: random.Random, pools: Pools) -> Instance:
+    log = _fname(rng, pools, "log")
     out = "ips.txt"
     # Fixed-width addresses sort the same in every locale.
     ips = [f"10.0.{rng.randint(0, 9)}.{rng.randint(100, 254)}" for _ in range(rng.randint(3, 6))]
@@ -152,12 +186,11 @@ def _unique_ips(rng: random.Random) -> Instance:
         Expectation(files={out: _lines(seen)}), log=log, out=out)
 
 
-def _column_sum(rng: random.Random) -> Instance:
-    csv = _fname(rng, "csv")
+def _column_sum(rng: random.Random, pools: Pools) -> Instance:
+    csv = _fname(rng, pools, "csv")
     out = "total.txt"
-    ncols = 4
-    col = rng.randint(1, ncols)
-    rows = [[rng.randint(1, 500) for _ in range(ncols)] for _ in range(rng.randint(4, 10))]
+    col = rng.choice(pools.columns)
+    rows = [[rng.randint(1, 500) for _ in range(NCOLS)] for _ in range(rng.randint(4, 10))]
     total = sum(r[col - 1] for r in rows)
     return _inst(
         "column-sum", Domain.FINANCE_ECONOMICS, "Total a ledger column",
@@ -167,8 +200,8 @@ def _column_sum(rng: random.Random) -> Instance:
         Expectation(files={out: f"{total}\n"}), csv=csv, out=out, col=col)
 
 
-def _sort_names(rng: random.Random) -> Instance:
-    src = _fname(rng, "txt")
+def _sort_names(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "txt")
     out = "sorted.txt"
     names = rng.sample(_PEOPLE, rng.randint(5, 10))
     return _inst(
@@ -178,8 +211,8 @@ def _sort_names(rng: random.Random) -> Instance:
         Expectation(files={out: _lines(sorted(names))}), src=src, out=out)
 
 
-def _word_count(rng: random.Random) -> Instance:
-    src = _fname(rng, "txt")
+def _word_count(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "txt")
     out = "words.txt"
     text = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
             for _ in range(rng.randint(2, 6))]
@@ -191,8 +224,8 @@ def _word_count(rng: random.Random) -> Instance:
         Expectation(files={out: f"{n}\n"}), src=src, out=out)
 
 
-def _max_reading(rng: random.Random) -> Instance:
-    src = _fname(rng, "dat")
+def _max_reading(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "dat")
     out = "max.txt"
     values = [rng.randint(1, 999) for _ in range(rng.randint(5, 12))]
     return _inst(
@@ -202,10 +235,10 @@ def _max_reading(rng: random.Random) -> Instance:
         Expectation(files={out: f"{max(values)}\n"}), src=src, out=out)
 
 
-def _sequence(rng: random.Random) -> Instance:
+def _sequence(rng: random.Random, pools: Pools) -> Instance:
     out = "numbers.txt"
-    a = rng.randint(1, 6)
-    b = rng.randint(7, 12)
+    a = rng.choice(pools.starts)
+    b = rng.choice(pools.ends)
     return _inst(
         "sequence", Domain.MATHEMATICS_FORMAL_REASONING, "Write an integer range",
         f"Write the integers from {a} to {b}, one per line, to {out}.",
@@ -213,12 +246,12 @@ def _sequence(rng: random.Random) -> Instance:
         Expectation(files={out: _lines([str(i) for i in range(a, b + 1)])}), a=a, b=b, out=out)
 
 
-def _first_lines(rng: random.Random) -> Instance:
-    src = _fname(rng, "log")
+def _first_lines(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "log")
     out = "top.txt"
     rows = [f"t={i} {rng.choice(_LEVELS)} rpm={rng.randint(100, 3000)}"
             for i in range(rng.randint(8, 14))]
-    n = rng.randint(2, 5)
+    n = rng.choice(pools.heads)
     return _inst(
         "first-lines", Domain.INDUSTRIAL_PHYSICAL_SYSTEMS, "Keep the first log lines",
         f"Copy the first {n} lines of {src} to {out}.",
@@ -228,8 +261,8 @@ def _first_lines(rng: random.Random) -> Instance:
 
 # ------------------------------------------------------------- off-topic families (I-P)
 
-def _make_executable(rng: random.Random) -> Instance:
-    src = _fname(rng, "sh")
+def _make_executable(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "sh")
     body = f"#!/bin/sh\necho {rng.choice(_WORDS)}\n"
     return _inst(
         "make-executable", Domain.SOFTWARE_ENGINEERING, "Make a script executable",
@@ -238,8 +271,8 @@ def _make_executable(rng: random.Random) -> Instance:
         Expectation(files={src: body}, executable=[src]), src=src)
 
 
-def _checksum(rng: random.Random) -> Instance:
-    src = _fname(rng, "bin")
+def _checksum(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "bin")
     out = "checksum.txt"
     body = _lines([rng.choice(_WORDS) + str(rng.randint(0, 999)) for _ in range(4)])
     digest = hashlib.sha256(body.encode()).hexdigest()
@@ -250,8 +283,8 @@ def _checksum(rng: random.Random) -> Instance:
         Expectation(files={out: f"{digest}  {src}\n"}), src=src, out=out)
 
 
-def _reverse_ledger(rng: random.Random) -> Instance:
-    src = _fname(rng, "txt")
+def _reverse_ledger(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "txt")
     out = "reversed.txt"
     rows = [f"{rng.choice(_PEOPLE)} {rng.randint(5, 900)}.00" for _ in range(rng.randint(4, 9))]
     return _inst(
@@ -261,8 +294,8 @@ def _reverse_ledger(rng: random.Random) -> Instance:
         Expectation(files={out: _lines(rows[::-1])}), src=src, out=out)
 
 
-def _uppercase(rng: random.Random) -> Instance:
-    src = _fname(rng, "txt")
+def _uppercase(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "txt")
     out = "upper.txt"
     text = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 6))) for _ in range(3)]
     return _inst(
@@ -272,9 +305,9 @@ def _uppercase(rng: random.Random) -> Instance:
         Expectation(files={out: _lines([t.upper() for t in text])}), src=src, out=out)
 
 
-def _make_folder(rng: random.Random) -> Instance:
+def _make_folder(rng: random.Random, pools: Pools) -> Instance:
     top = rng.choice(["media", "assets", "footage", "episodes"])
-    sub = rng.choice(_STEMS)
+    sub = rng.choice(pools.stems)
     return _inst(
         "make-folder", Domain.MEDIA_CONTENT_PRODUCTION, "Create a media folder",
         f"Create the directory {top}/{sub}, with its parents.",
@@ -282,8 +315,8 @@ def _make_folder(rng: random.Random) -> Instance:
         Expectation(dirs=[f"{top}/{sub}"]), top=top, sub=sub)
 
 
-def _backup_copy(rng: random.Random) -> Instance:
-    src = _fname(rng, "dat")
+def _backup_copy(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "dat")
     dst = f"{src}.bak"
     body = _lines([f"{rng.randint(1, 99)} {rng.randint(1, 99)}" for _ in range(4)])
     return _inst(
@@ -293,8 +326,8 @@ def _backup_copy(rng: random.Random) -> Instance:
         Expectation(files={src: body, dst: body}), src=src, dst=dst)
 
 
-def _number_lines(rng: random.Random) -> Instance:
-    src = _fname(rng, "txt")
+def _number_lines(rng: random.Random, pools: Pools) -> Instance:
+    src = _fname(rng, pools, "txt")
     out = "numbered.txt"
     rows = [f"{rng.choice(_WORDS)} implies {rng.choice(_WORDS)}" for _ in range(rng.randint(3, 7))]
     numbered = [f"{i:6d}\t{row}" for i, row in enumerate(rows, 1)]
@@ -305,8 +338,8 @@ def _number_lines(rng: random.Random) -> Instance:
         Expectation(files={out: _lines(numbered)}), src=src, out=out)
 
 
-def _rename(rng: random.Random) -> Instance:
-    src, dst = (f"{stem}.cfg" for stem in rng.sample(_STEMS, 2))
+def _rename(rng: random.Random, pools: Pools) -> Instance:
+    src, dst = (f"{stem}.cfg" for stem in rng.sample(pools.stems, 2))
     body = _lines([f"set {rng.choice(_WORDS)} {rng.randint(0, 9)}" for _ in range(3)])
     return _inst(
         "rename-config", Domain.INDUSTRIAL_PHYSICAL_SYSTEMS, "Rename a controller config",

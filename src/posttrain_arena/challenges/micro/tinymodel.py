@@ -1,10 +1,11 @@
 """The micro challenge's base model, built from nothing on this machine.
 
 A byte-level BPE tokenizer is trained with `tokenizers` on text of the task families
-and of the model agent's conversation format, wrapped as a `PreTrainedTokenizerFast`
-with a Qwen-style chat template (tools in the system turn, `<tool_call>` blocks in
-assistant turns, `<tool_response>` blocks for tool results). The model is a small
-Qwen2 configuration with random weights. Nothing is downloaded.
+(training-pool instances only: no held-out parameter value, hence no suite prompt or
+command, is in its corpus) and of the model agent's conversation format, wrapped as a
+`PreTrainedTokenizerFast` with a Qwen-style chat template (tools in the system turn,
+`<tool_call>` blocks in assistant turns, `<tool_response>` blocks for tool results).
+The model is a small Qwen2 configuration with random weights. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain_arena.agents.model import SYSTEM_PROMPT, TOOLS
-from posttrain_arena.challenges.micro.families import ALL_FAMILIES
+from posttrain_arena.challenges.micro.families import ALL_FAMILIES, TRAIN
 
 IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 # Markup tokens the agent's parser reads back from decoded text: ordinary (not special)
@@ -87,13 +88,14 @@ class TinyModelSpec(BaseModel):
 
 
 def tokenizer_corpus(seed: int = 0, per_family: int = 60) -> list[str]:
-    """Text the tokenizer learns its merges from: the agent format and family instances."""
+    """Text the tokenizer learns its merges from: the agent format and training-pool
+    instances of every family (never the held-out pools the suite is drawn from)."""
     system, tools = SYSTEM_PROMPT, TOOLS
     rng = random.Random(seed)
     texts = [system, CHAT_TEMPLATE, *(json.dumps(t) for t in tools)]
     for fam in ALL_FAMILIES:
         for _ in range(per_family):
-            inst = fam.generate(rng)
+            inst = fam.generate(rng, TRAIN)
             call = json.dumps({"name": "bash", "arguments": {"command": inst.command}})
             texts += [inst.prompt, call, *inst.files.values(), *inst.expect.files.values()]
     texts += ["(no output)", "exit code: 0", "exit code: 1", "Time left:", "seconds"]
@@ -151,11 +153,26 @@ def build_model(tokenizer: Any, spec: TinyModelSpec) -> Any:
     return model
 
 
+def suite_text_in(corpus: Sequence[str], forbidden: Iterable[str]) -> list[str]:
+    """The `forbidden` texts (held-out prompts, commands) that occur in `corpus`."""
+    blob = "\x00".join(corpus)
+    return [text for text in forbidden if text and text in blob]
+
+
 def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
-                     corpus: Sequence[str] | None = None) -> Path:
-    """Train the tokenizer, initialise the model and save both to `out_dir`."""
+                     corpus: Sequence[str] | None = None,
+                     forbidden: Iterable[str] = ()) -> Path:
+    """Train the tokenizer, initialise the model and save both to `out_dir`.
+
+    `forbidden` (the held-out suite's prompts and commands) must not occur in the
+    tokenizer's corpus: RuntimeError if one does."""
     spec = spec or TinyModelSpec()
-    tokenizer = build_tokenizer(corpus or tokenizer_corpus(spec.seed), spec.vocab_size)
+    corpus = list(corpus or tokenizer_corpus(spec.seed))
+    leaked = suite_text_in(corpus, forbidden)
+    if leaked:
+        raise RuntimeError(f"the tokenizer corpus holds {len(leaked)} held-out text(s), e.g. "
+                           f"{leaked[0]!r}; fit it on training-pool text only")
+    tokenizer = build_tokenizer(corpus, spec.vocab_size)
     model = build_model(tokenizer, spec)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out_dir)
