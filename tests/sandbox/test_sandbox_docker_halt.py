@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.sandbox import Limits, get_backend
-from posttrain_arena.sandbox.base import ImageRef, SandboxError
+from posttrain_arena.sandbox.base import ImageRef, MissingPath, SandboxError
 from posttrain_arena.sandbox.docker import DockerBackend
 from posttrain_arena.sandbox.docker_session import DockerSession
 

@@ -31,16 +31,20 @@ from posttrain_arena.sandbox.base import (
     ExecResult,
     ImageRef,
     Limits,
+    MissingPath,
     Mount,
     PrerequisiteError,
     SandboxError,
+    TransferBounds,
 )
 from posttrain_arena.sandbox.cgroups import SessionCgroup
-from posttrain_arena.sandbox.localfs import SYSTEM_RO, SandboxFS, copy_tree, normalize
+from posttrain_arena.sandbox.localfs import SYSTEM_RO, Budget, SandboxFS, copy_tree, normalize
 from posttrain_arena.sandbox.process import run_with_deadline
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SESSION_PREFIX = "arena-local-"
+OUTPUT_ROOT = "/logs"
+"""A writable root of every session (not of builds): where a verifier's output goes."""
 
 
 def sessions_dir() -> Path:
@@ -170,6 +174,7 @@ class LocalSession:
         self._running: set[subprocess.Popen[bytes]] = set()
         self._lock = threading.Lock()
         self._stopped = False
+        self._halted = False
 
     # -- exec -------------------------------------------------------------------------
     def exec(
@@ -181,10 +186,12 @@ class LocalSession:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: bytes | None = None,
     ) -> ExecResult:
         """Run a command in a fresh bwrap over this session's files (see module doc)."""
-        if self._stopped:
-            raise SandboxError(f"session {self.id} is stopped")
+        if self._stopped or self._halted:
+            state = "stopped" if self._stopped else "halted"
+            raise SandboxError(f"session {self.id} is {state}")
         argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
         if not argv:
             raise SandboxError("exec: empty command")
@@ -204,7 +211,7 @@ class LocalSession:
         uid = _uid_of(user)
         if uid is not None:
             args += ["--uid", str(uid), "--gid", str(uid)]
-        if not self.fs.host_path(cwd, write=False).exists():
+        if cwd != "/" and not self.fs.host_path(cwd, write=False).exists():
             raise SandboxError(f"exec: workdir {cwd} does not exist in session {self.id}")
         # The first thing that runs inside writes one byte on this pipe (and closes it)
         # before the command starts: without it, a failure is the sandbox's (setup), never
@@ -222,6 +229,7 @@ class LocalSession:
                 register=self._register,
                 pass_fds=(status_w,),
                 after_start=lambda: os.close(status_w),
+                stdin=stdin,
             )
             with os.fdopen(status_r, "rb") as fh:
                 status = fh.read()
@@ -269,21 +277,30 @@ class LocalSession:
         return ["/bin/sh", "-c", script, "arena-enter", *args]
 
     # -- files ------------------------------------------------------------------------
-    def copy_in(self, src: Path, dest: str) -> None:
+    def copy_in(self, src: Path, dest: str, *, own_tools: bool = False) -> None:
         """Copy a host file or directory to `dest` (the copy's own path; a directory's
-        contents are merged into it). Links are copied as links."""
+        contents are merged into it). Links are copied as links. The copy is made on
+        the host, so `own_tools` changes nothing."""
         if not os.path.lexists(src):
             raise SandboxError(f"copy_in: {src} does not exist")
         target = self.fs.host_path(normalize(dest, self.image.workdir), write=True)
         copy_tree(Path(src), target)
 
-    def copy_out(self, src: str, dest: Path) -> None:
+    def copy_out(self, src: str, dest: Path, *, bounds: TransferBounds | None = None) -> None:
         """Copy a sandbox path to `dest` on the host (the copy's own path). Links are
-        copied as links, never followed."""
-        host = self.fs.host_path(normalize(src, self.image.workdir), write=False)
+        copied as links, never followed; `bounds` cap what may travel."""
+        try:
+            host = self.fs.host_path(normalize(src, self.image.workdir), write=False)
+        except SandboxError as exc:  # e.g. a link the agent put in its path
+            raise MissingPath(f"copy_out: {src} is not reachable in session {self.id}: "
+                              f"{exc}") from exc
         if not os.path.lexists(host):
-            raise SandboxError(f"copy_out: {src} does not exist in session {self.id}")
-        copy_tree(host, Path(dest))
+            raise MissingPath(f"copy_out: {src} does not exist in session {self.id}")
+        try:
+            copy_tree(host, Path(dest), Budget(bounds, src) if bounds else None)
+        except BaseException:
+            _remove_quietly(Path(dest))
+            raise
 
     # -- lifecycle --------------------------------------------------------------------
     def kill_all(self) -> None:
@@ -295,6 +312,15 @@ class LocalSession:
                 os.killpg(proc.pid, 9)
         if self.cgroup is not None:
             self.cgroup.kill()
+
+    def halt(self) -> None:
+        """Kill every process for good; the files stay readable (copy_out works)."""
+        self._halted = True
+        self.kill_all()
+
+    def changed_paths(self) -> list[str]:
+        """None of the system paths: they are bound read-only from the host."""
+        return []
 
     def stop(self) -> None:
         """Kill everything and delete the session's files and groups. Idempotent."""
@@ -311,6 +337,13 @@ class LocalSession:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _remove_quietly(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class LocalBackend:
@@ -389,7 +422,7 @@ class LocalBackend:
             return LocalSession(
                 image,
                 state_dir=state,
-                roots=meta.roots,
+                roots=[*meta.roots, OUTPUT_ROOT],
                 limits=limits,
                 mounts=mounts,
                 labels=labels,

@@ -15,9 +15,10 @@ import os
 import posixpath
 import shutil
 import stat
+import time
 from pathlib import Path
 
-from posttrain_arena.sandbox.base import SandboxError
+from posttrain_arena.sandbox.base import SandboxError, TransferBounds, TransferLimit
 
 SYSTEM_RO = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 DEFAULT_ROOTS = (
@@ -127,10 +128,37 @@ class SandboxFS:
         return host
 
 
-def copy_tree(src: Path, dest: Path) -> None:
+class Budget:
+    """Counts a copy against its TransferBounds; TransferLimit once one is passed."""
+
+    def __init__(self, bounds: TransferBounds | None, what: str) -> None:
+        self.bounds = bounds or TransferBounds()
+        self.what = what
+        self.entries = 0
+        self.bytes = 0
+
+    def add(self, size: int = 0) -> None:
+        """Count one entry of `size` bytes (checks the deadline every 256 entries)."""
+        b = self.bounds
+        self.entries += 1
+        self.bytes += size
+        if b.max_entries is not None and self.entries > b.max_entries:
+            raise TransferLimit(f"{self.what} holds more than {b.max_entries} files and "
+                                "directories")
+        if b.max_bytes is not None and self.bytes > b.max_bytes:
+            raise TransferLimit(f"{self.what} holds more than {b.max_bytes >> 20} MiB")
+        if b.deadline is not None and self.entries % 256 == 0 and time.monotonic() > b.deadline:
+            raise TransferLimit(f"copying {self.what} ran past its deadline "
+                                f"({self.entries} entries copied)")
+
+
+def copy_tree(src: Path, dest: Path, budget: Budget | None = None) -> None:
     """Copy a file, link or directory from src to dest: links recreated as links (never
-    followed), regular files and directories copied, devices/fifos/sockets skipped."""
+    followed), regular files and directories copied, devices/fifos/sockets skipped.
+    With a budget, every entry counts against it (TransferLimit when passed)."""
     st = os.lstat(src)
+    if budget is not None:
+        budget.add(st.st_size if stat.S_ISREG(st.st_mode) else 0)
     if stat.S_ISLNK(st.st_mode):
         _replace_with_link(dest, os.readlink(src))
     elif stat.S_ISDIR(st.st_mode):
@@ -139,7 +167,7 @@ def copy_tree(src: Path, dest: Path) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         with os.scandir(src) as it:
             for entry in it:
-                copy_tree(Path(entry.path), dest / entry.name)
+                copy_tree(Path(entry.path), dest / entry.name, budget)
         shutil.copystat(src, dest, follow_symlinks=False)
     elif stat.S_ISREG(st.st_mode):
         if dest.is_symlink() or dest.is_dir():
