@@ -26,6 +26,7 @@ from posttrain_arena.sandbox.base import Mount, SandboxError, Session, TransferL
 from posttrain_arena.trial import onecall, shared, verification
 from posttrain_arena.trial.harness import HARNESS_DIR, harness_bundle
 from posttrain_arena.trial.plan import TrialPlan
+from posttrain_arena.trial.pristine import TaskRefused, probe_reason, static_reason
 from posttrain_arena.trial.result import Outcome, TestDetail
 from posttrain_arena.trial.shell import SessionShell
 from posttrain_arena.trial.state import (
@@ -37,7 +38,7 @@ from posttrain_arena.trial.state import (
     state_roots,
 )
 from posttrain_arena.trial.verification import Reading
-from posttrain_arena.trial.verifier import LOGS_DIR, build_command
+from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH, build_command
 
 VERIFIER_MOUNT = "/verifier"
 AGENT_GRACE_SEC = 5.0
@@ -57,9 +58,30 @@ class PhaseOutcome:
 
 
 def execute(plan: TrialPlan) -> PhaseOutcome:
-    """Run the agent and verifier phases; raise on infrastructure failure."""
-    task = plan.task
-    roots = state_roots(plan.workdir, list(task.frontmatter.verifier.state_paths))
+    """Run the agent and verifier phases; raise on infrastructure failure. A task whose
+    image lets the agent's state stand in for the verifier's programs is refused
+    (build_failed, with the fix) before the agent starts."""
+    roots = state_roots(plan.workdir, list(plan.task.frontmatter.verifier.state_paths))
+    try:
+        return _execute(plan, roots)
+    except TaskRefused as exc:
+        return PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
+
+
+def _check_trust(plan: TrialPlan, roots: list[str], pristine: Session) -> None:
+    """TaskRefused when the pristine session's programs resolve inside a state root."""
+    known, reason = plan.trust.get(plan.image, roots)
+    if not known:
+        reason = static_reason(plan.image, roots) if plan.fresh else None
+        if reason is None:
+            path = None if plan.fresh else PINNED_PATH
+            reason = probe_reason(pristine, plan.image, roots, path=path)
+        plan.trust.put(plan.image, roots, reason)
+    if reason is not None:
+        raise TaskRefused(reason)
+
+
+def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
     sessions: list[Session] = []
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="trial")
     verifier_future = pool.submit(_start_verifier, plan) if plan.fresh else None
@@ -73,6 +95,10 @@ def execute(plan: TrialPlan) -> PhaseOutcome:
                                                labels=plan.labels("agent"))
         sessions.append(agent_session)
         plan.timings["agent_start"] = time.monotonic() - t0
+        known, reason = plan.trust.get(plan.image, roots)
+        if not known or reason is not None:  # once per image: before the agent starts
+            pristine = verifier_future.result() if verifier_future is not None else agent_session
+            _check_trust(plan, roots, pristine)
         ended = _agent_phase(plan, agent_session)
         if ended is not None:
             return ended

@@ -10,6 +10,7 @@ from posttrain_arena.agents.base import Agent
 from posttrain_arena.sandbox.base import Backend, ImageRef, Limits
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.trial.pool import SessionPool
+from posttrain_arena.trial.pristine import TrustCache
 from posttrain_arena.trial.records import TrialRecord
 
 HARNESS_CWD = "/"
@@ -33,6 +34,7 @@ class TrialPlan:
     timings: dict[str, float]
     agent_info: dict[str, object] = field(default_factory=dict)
     pool: SessionPool | None = None
+    trust: TrustCache = field(default_factory=TrustCache)
 
     @property
     def fresh(self) -> bool:

@@ -25,6 +25,7 @@ from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.trial import lifecycle
 from posttrain_arena.trial.journal import Journal
 from posttrain_arena.trial.pool import SessionPool
+from posttrain_arena.trial.pristine import TrustCache
 from posttrain_arena.trial.records import TrialConfig, TrialRecord, trial_id
 from posttrain_arena.trial.result import Outcome, TrialResult
 
@@ -61,6 +62,7 @@ class TrialRunner:
         self.journal = journal
         self.allow_network = allow_network
         self.pool = SessionPool(backend) if warm_pool else None
+        self.trust = TrustCache()
         self._lock = threading.Lock()
         self._context_of: dict[str, str] = {}
         self._images: dict[str, ImageRef] = {}
@@ -151,7 +153,7 @@ class TrialRunner:
             plan = lifecycle.TrialPlan(
                 task=task, agent=agent, backend=self.backend, image=image, trial_id=tid,
                 seed=seed, agent_timeout=timeout, network=network, record=record,
-                scratch=scratch, timings=timings, pool=self.pool,
+                scratch=scratch, timings=timings, pool=self.pool, trust=self.trust,
             )
             phase = lifecycle.execute(plan)
         except (BuildError, _BuildFailed) as exc:

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import MissingPath, SandboxError, Session, TransferBounds
+from posttrain_arena.spec.trust import state_roots
 
-SYSTEM_PREFIXES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/proc",
-                   "/sys", "/dev", "/boot", "/run", "/var/lib/dpkg", "/var/lib/apt")
+__all__ = ["StateReport", "StateTooLarge", "clear_roots", "fetch_state", "put_state",
+           "state_archive", "state_roots"]
 
 
 MAX_STATE_ENTRIES = 100_000
@@ -43,20 +44,6 @@ class StateReport:
     dropped_links: list[str] = field(default_factory=list)
     kbytes: int = 0
     hosts: dict[str, Path] = field(default_factory=dict)
-
-
-def state_roots(workdir: str, state_paths: list[str]) -> list[str]:
-    """The normalized state roots, system paths and duplicates removed, outermost first."""
-    roots: list[str] = []
-    for raw in [workdir, *state_paths]:
-        path = posixpath.normpath(raw)
-        if path == "/" or any(path == p or path.startswith(p + "/") for p in SYSTEM_PREFIXES):
-            continue
-        if any(path == r or path.startswith(r + "/") for r in roots):
-            continue
-        roots = [r for r in roots if not r.startswith(path + "/")]
-        roots.append(path)
-    return sorted(roots)
 
 
 CLEAR_SCRIPT = (
