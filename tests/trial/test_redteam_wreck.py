@@ -81,8 +81,9 @@ def test_inode_bomb_is_a_scored_zero(
     runner = runner_factory(backend_name)
     result = runner.run(task, ScriptAgent(script), agent_timeout=240)
     _scored_zero(result)
-    assert "files and directories" in (result.reason or ""), result.reason
-    assert result.timings["verify"] < 120  # bounded by the transfer's deadline
+    # whichever bound the transfer passes first: the entry count or its deadline
+    reason = result.reason or ""
+    assert "files and directories" in reason or "deadline" in reason, reason
     assert runner.run(task, EmptyAgent()).outcome is Outcome.SCORED
 
 

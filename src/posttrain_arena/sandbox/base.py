@@ -49,6 +49,15 @@ class PrerequisiteError(SandboxError):
     """
 
 
+SESSION_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID",
+                        "SETUID", "NET_BIND_SERVICE")
+"""The only capabilities root has in any session, on every backend: what task programs
+need to own, chmod, signal and switch between their files and users, and to listen on a
+low port. Everything else (SYS_ADMIN, MKNOD, NET_RAW, SYS_CHROOT, SETFCAP, SETPCAP,
+AUDIT_WRITE, ...) is dropped, and no process can gain privileges (no_new_privs), so a
+setuid binary gives nothing more. docs/threat-model.md says why each is kept."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits for a session, from task.md's `environment` section."""

@@ -28,6 +28,7 @@ from posttrain_arena.sandbox.base import (
     Limits,
     Mount,
     PrerequisiteError,
+    SESSION_CAPABILITIES,
     SandboxError,
 )
 from posttrain_arena.sandbox.docker_session import DockerSession
@@ -262,6 +263,9 @@ class DockerBackend:
             mem_limit=f"{limits.memory_mb}m",
             memswap_limit=f"{limits.memory_mb}m",
             pids_limit=limits.pids_limit,
+            cap_drop=["ALL"],
+            cap_add=list(SESSION_CAPABILITIES),
+            security_opt=["no-new-privileges"],
             binds=binds or None,
             # no single file may exceed the task's storage; the only disk cap where the
             # storage driver cannot limit a container's size

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import (
+    SESSION_CAPABILITIES,
     ExecResult,
     ImageRef,
     Limits,
@@ -103,6 +104,11 @@ def base_bwrap_args(
 ) -> list[str]:
     """bwrap arguments for the sandbox's file-system view and namespaces."""
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--hostname", "arena"]
+    # bwrap run by root keeps every capability unless told otherwise (it always sets
+    # no_new_privs): keep only the sessions' set
+    args += ["--cap-drop", "ALL"]
+    for cap in SESSION_CAPABILITIES:
+        args += ["--cap-add", f"CAP_{cap}"]
     if allow_internet:
         args.append("--share-net")
     for name in SYSTEM_RO:

@@ -27,7 +27,7 @@ __all__ = ["StateReport", "StateTooLarge", "clear_roots", "fetch_state", "put_st
 MAX_STATE_ENTRIES = 100_000
 """Files, directories and links the agent's state may hold, all roots together."""
 
-STATE_COPY_SEC = 120.0
+STATE_COPY_SEC = 60.0
 """Deadline for fetching the agent's state out of its session."""
 
 
