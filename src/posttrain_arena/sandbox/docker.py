@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from posttrain_arena.sandbox.base import (
+    SESSION_CAPABILITIES,
     BuildError,
     ImageRef,
     Limits,
     Mount,
     PrerequisiteError,
-    SESSION_CAPABILITIES,
     SandboxError,
 )
 from posttrain_arena.sandbox.docker_session import DockerSession

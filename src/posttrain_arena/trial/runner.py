@@ -36,6 +36,10 @@ class _BuildFailed(Exception):
     """A cached build failure: every trial of that context reports it without rebuilding."""
 
 
+class _NetworkRefused(Exception):
+    """The task needs network and the operator did not allow it."""
+
+
 class TrialRunner:
     """Runs trials of task packages with agents on one sandbox backend."""
 
@@ -45,13 +49,15 @@ class TrialRunner:
         *,
         records_root: Path | None = None,
         journal: Journal | None = None,
-        allow_network: bool | None = None,
+        allow_network: bool = False,
         warm_pool: bool = True,
     ) -> None:
         """`backend`: "auto", "docker", "local" or a Backend object. `records_root`: keep
-        a record directory per trial there (else none is kept). `allow_network`: None
-        follows each task's `environment.allow_internet`; True/False overrides it for
-        the agent phase (the verifier never has network). `warm_pool`: keep one
+        a record directory per trial there (else none is kept). `allow_network`: the
+        operator's permission for network: a task with `environment.allow_internet:
+        true` gets network in its agent phase only when it is True, and is refused
+        (build_failed, with the reason) otherwise; other tasks never get network, nor
+        does any verifier. `warm_pool`: keep one
         pre-started pristine agent session per environment ready for the next trial."""
         if isinstance(backend, str):
             from posttrain_arena.sandbox import get_backend
@@ -125,8 +131,8 @@ class TrialRunner:
     def _run(self, task: TaskPackage, agent: Agent, tid: str, seed: int,
              agent_timeout: float | None) -> TrialResult:
         fm = task.frontmatter
-        network = fm.environment.allow_internet if self.allow_network is None \
-            else self.allow_network
+        network = fm.environment.allow_internet and self.allow_network
+        refused = fm.environment.allow_internet and not self.allow_network
         timeout = agent_timeout if agent_timeout is not None else fm.agent.timeout_sec
         started = datetime.now(UTC).isoformat(timespec="seconds")
         t_start = time.monotonic()
@@ -145,6 +151,11 @@ class TrialRunner:
         ))
         image: ImageRef | None = None
         try:
+            if refused:
+                raise _NetworkRefused(
+                    "refused: the task asks for the internet (environment.allow_internet: "
+                    "true) and the operator did not allow it; pass --allow-internet (or "
+                    "runtime.allow_internet = true in the recipe) to run it with network")
             t0 = time.monotonic()
             try:
                 image = self.image_for(task)
@@ -156,6 +167,8 @@ class TrialRunner:
                 scratch=scratch, timings=timings, pool=self.pool, trust=self.trust,
             )
             phase = lifecycle.execute(plan)
+        except _NetworkRefused as exc:
+            phase = lifecycle.PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
         except (BuildError, _BuildFailed) as exc:
             phase = lifecycle.PhaseOutcome(Outcome.BUILD_FAILED,
                                            reason=f"the environment did not build: {exc}")
