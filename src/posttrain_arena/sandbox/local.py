@@ -39,7 +39,14 @@ from posttrain_arena.sandbox.base import (
     TransferBounds,
 )
 from posttrain_arena.sandbox.cgroups import SessionCgroup
-from posttrain_arena.sandbox.localfs import SYSTEM_RO, Budget, SandboxFS, copy_tree, normalize
+from posttrain_arena.sandbox.localfs import (
+    SYSTEM_RO,
+    Budget,
+    SandboxFS,
+    copy_tree,
+    etc_allowed,
+    normalize,
+)
 from posttrain_arena.sandbox.process import run_with_deadline
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -115,10 +122,10 @@ def base_bwrap_args(
         host = Path("/") / name
         if host.is_symlink():
             args += ["--symlink", os.readlink(host), f"/{name}"]
+        elif name == "etc":
+            args += _etc_args()
         elif host.is_dir():
             args += ["--ro-bind", str(host), f"/{name}"]
-    for secret in _host_secrets():  # the host's /etc is shared; its secrets are not
-        args += ["--ro-bind", "/dev/null", secret]
     args += ["--dev", "/dev", "--proc", "/proc"]
     for root in sorted(fs.roots, key=len):
         host = fs.state / root.lstrip("/")
@@ -130,11 +137,18 @@ def base_bwrap_args(
     return args
 
 
-def _host_secrets() -> list[str]:
-    """Files of the host's /etc that a sandbox must not read (password hashes, keys)."""
-    names = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"]
-    names += [str(p) for p in Path("/etc/ssh").glob("ssh_host_*_key")]
-    return [n for n in names if os.path.isfile(n)]
+def _etc_args() -> list[str]:
+    """bwrap arguments giving the sandbox only the allowed entries of the host's /etc."""
+    args = ["--dir", "/etc"]
+    with os.scandir("/etc") as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if not etc_allowed(entry.name):
+                continue
+            if entry.is_symlink():
+                args += ["--symlink", os.readlink(entry.path), f"/etc/{entry.name}"]
+            else:
+                args += ["--ro-bind", entry.path, f"/etc/{entry.name}"]
+    return args
 
 
 def _uid_of(user: str | None) -> int | None:

@@ -11,6 +11,7 @@ and copies trees without following links.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
 import shutil
@@ -21,6 +22,20 @@ from pathlib import Path
 from posttrain_arena.sandbox.base import SandboxError, TransferBounds, TransferLimit
 
 SYSTEM_RO = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+ETC_ALLOWED = (
+    "passwd", "group", "hosts", "host.conf", "nsswitch.conf", "resolv.conf", "gai.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "alternatives",
+    "bash.bashrc", "profile", "profile.d", "environment", "inputrc", "shells", "login.defs",
+    "protocols", "services", "networks", "ethertypes", "mime.types", "magic", "magic.mime",
+    "ssl", "ca-certificates", "ca-certificates.conf", "os-release", "lsb-release",
+    "debian_version", "terminfo", "locale.alias", "locale.gen", "mtab", "python3",
+    "python3.*", "perl", "gitconfig", "fonts", "java-*", "R", "ImageMagick-*", "vim",
+    "xdg", "mailcap", "manpath.config", "pip.conf", "matplotlibrc",
+)
+"""The entries of the host's /etc a local sandbox sees (patterns, read-only): what
+programs need to run (users, name service, the loader, shell start-up, TLS roots,
+interpreter configuration). Everything else (shadow files, sudoers, ssh keys, the
+machine id, the engine's and services' configuration) is absent."""
 DEFAULT_ROOTS = (
     "/root",
     "/tmp",
@@ -64,6 +79,11 @@ def root_for(path: str, roots: list[str] | tuple[str, ...] = DEFAULT_ROOTS) -> s
     return "/" + parts[0]
 
 
+def etc_allowed(name: str) -> bool:
+    """Whether the sandbox sees the host's /etc/<name>."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in ETC_ALLOWED)
+
+
 class SandboxFS:
     """Maps a session's sandbox paths to host paths under `state` (its `fs/` directory)."""
 
@@ -84,8 +104,10 @@ class SandboxFS:
         for root in self.roots:
             if is_under(path, root):
                 return self.state / path.lstrip("/"), True
-        top = path.strip("/").split("/")[0]
-        if top in SYSTEM_RO:
+        parts = path.strip("/").split("/")
+        if parts[0] == "etc" and len(parts) > 1 and not etc_allowed(parts[1]):
+            return None, False
+        if parts[0] in SYSTEM_RO:
             return Path(path), False
         if path == "/":
             return None, False
