@@ -5,9 +5,9 @@
 It is the verifier's top process. It makes itself the *child subreaper* of everything
 it starts, so every process of the verifier's tree that outlives its parent (a
 `setsid`, a double fork, a daemon the agent's code leaves behind) is re-parented to
-it instead of escaping to PID 1. While the verifier runs, any such orphan is killed
-the moment it is seen and recorded; when the verifier's command exits, every
-remaining descendant is killed and reaped. Only then does it write its status
+it instead of escaping to PID 1. Every orphan that exits while the verifier runs is
+reaped by it and recorded; when the verifier's command exits, every remaining
+descendant is recorded (if orphaned), killed and reaped. Only then does it write its status
 (`supervisor.json`: the command's exit status and the orphans seen) into STATUS_DIR
 and exit with the command's status.
 
@@ -22,8 +22,6 @@ it are SIGKILL or SIGSTOP, which end the exec with 137 or a timeout: never a rew
 This file is copied into the harness bundle; it must not import posttrain_arena.
 """
 
-import contextlib
-import json
 import os
 import signal
 import sys
@@ -80,8 +78,10 @@ def _cmdline(pid):
 
 def _kill_tree(root):
     for pid in _tree(root):
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 (contextlib's import would cost more than this program)
             os.kill(pid, signal.SIGKILL)
+        except (OSError):
+            pass
 
 
 def _reap():
@@ -111,16 +111,20 @@ def main(argv):
     for sig in range(1, signal.NSIG):
         if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
             continue
-        with contextlib.suppress(OSError, ValueError):
+        try:  # noqa: SIM105 (contextlib's import would cost more than this program)
             signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_DUMPABLE, 0)
     me = os.getpid()
     child = os.fork()
     if child == 0:
         for sig in range(1, signal.NSIG):
-            with contextlib.suppress(OSError, ValueError):
+            try:  # noqa: SIM105 (contextlib's import would cost more than this program)
                 signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
         try:
             os.execvp(command[0], command)
         except OSError as exc:
@@ -129,20 +133,23 @@ def main(argv):
     orphans = []
     seen = set()
     exit_code = None
+    # Block until the command ends; every other child reaped on the way is an orphan
+    # that already exited. (One still running is found below; either voids the verdict,
+    # so there is no need to watch for them while the command runs.)
     while exit_code is None:
-        for pid, status in _reap():
-            if pid == child:
-                exit_code = _code(status)
-            elif pid not in seen:
-                seen.add(pid)
-                orphans.append({"pid": pid, "command": "(exited)"})
-        for pid in _children_of(me):
-            if pid != child and pid not in seen:
-                seen.add(pid)
-                orphans.append({"pid": pid, "command": _cmdline(pid)})
-                _kill_tree(pid)
-        if exit_code is None:
-            time.sleep(0.01)
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid == child:
+            exit_code = _code(status)
+        elif pid not in seen:
+            seen.add(pid)
+            orphans.append({"pid": pid, "command": "(exited)"})
+    if exit_code is None:
+        exit_code = 125  # cannot happen: the command is our child until reaped
     # The verifier's command is done: nothing it started may outlive it.
     while True:
         left = _children_of(me)
@@ -182,8 +189,22 @@ def _write_status(status_dir, status):
         os.unlink(tmp)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w") as fh:
-        json.dump(status, fh)
+        fh.write(_json(status))
     os.replace(tmp, path)
+
+
+def _json(value):
+    """JSON for the status (ints, lists, dicts, strings): json's import costs more than
+    this whole program's work, and the verifier's time is the trial's."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_json(str(k))}: {_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_json(v) for v in value) + "]"
+    if isinstance(value, int):
+        return str(value)
+    text = "".join(c if c.isprintable() and c not in '"\\' else "?" for c in str(value))
+    return f'"{text}"'
+
 
 
 if __name__ == "__main__":
