@@ -161,8 +161,6 @@ def test_agent_code_run_by_the_verifier_earns_nothing(
     canary.write_text("untouched\n")
     task = _verifier_task(tmp_path / "task", isolation)
     runner = runner_factory(backend_name)
-    oracle = runner.run(task, _oracle_like(tmp_path, task))
-    assert (oracle.outcome, oracle.reward) == (Outcome.SCORED, 1.0), oracle.reason
     empty = runner.run(task, EmptyAgent())
     attack = runner.run(task, _agent(tmp_path, PAYLOADS[payload], canary), agent_timeout=60)
     _assert_no_gain(empty, attack, canary)
@@ -181,9 +179,14 @@ def test_agent_code_run_by_the_verifier_earns_nothing(
     assert leftovers.stdout.strip() == b"", "a process outlived its trial"
 
 
-def _oracle_like(tmp_path: Path, task: TaskPackage) -> ScriptAgent:
-    """The oracle's solve.sh as a script agent (so that the test checks the task)."""
-    return ScriptAgent(task.oracle_dir / "solve.sh")
+@pytest.mark.parametrize("isolation", ["fresh", "shared"])
+def test_the_task_that_runs_agent_code_is_solvable(
+    backend_name: str, runner_factory: Factory, tmp_path: Path, isolation: str
+) -> None:
+    """The attacks above fail for the right reason: an honest solution scores 1.0."""
+    task = _verifier_task(tmp_path / "task", isolation)
+    result = runner_factory(backend_name).run(task, ScriptAgent(task.oracle_dir / "solve.sh"))
+    assert (result.outcome, result.reward) == (Outcome.SCORED, 1.0), result.reason
 
 
 @pytest.mark.parametrize(("txt", "json_text", "reward"), [
