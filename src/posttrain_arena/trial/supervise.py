@@ -23,9 +23,13 @@ This file is copied into the harness bundle; it must not import posttrain_arena.
 """
 
 import os
-import signal
 import sys
 import time
+
+try:  # the C module: `signal` imports enum, which costs more than this whole program
+    import _signal as signal
+except ImportError:  # pragma: no cover - other Pythons
+    import signal  # type: ignore[no-redef]
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -42,8 +46,17 @@ def _prctl(option, value):
 
 
 def _children_of(parent):
-    """Pids whose parent is `parent` (from /proc/*/stat)."""
-    out = []
+    """Pids whose parent is `parent`: from /proc/PID/task/*/children where the kernel
+    has it (one small read per thread), else from every /proc/*/stat."""
+    try:
+        tasks = os.listdir(f"/proc/{parent}/task")
+        out: list[int] = []
+        for tid in tasks:
+            with open(f"/proc/{parent}/task/{tid}/children", "rb") as fh:
+                out.extend(int(p) for p in fh.read().split())
+        return out
+    except OSError:
+        out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
