@@ -165,6 +165,9 @@ class Session(Protocol):
 
 class Backend(Protocol):
     name: str
+    host_copies: bool
+    """Whether copy_in/copy_out are plain host file copies (local) rather than engine
+    round trips (docker): then moving files beats doing it with the session's tools."""
 
     def available(self) -> tuple[bool, str]:
         """(works, explanation or how to fix it)."""

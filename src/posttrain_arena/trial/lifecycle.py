@@ -84,7 +84,7 @@ def _check_trust(plan: TrialPlan, roots: list[str], pristine: Session) -> None:
 def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
     sessions: list[Session] = []
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="trial")
-    verifier_future = pool.submit(_start_verifier, plan) if plan.fresh else None
+    verifier_future = pool.submit(_start_verifier, plan, roots) if plan.fresh else None
     try:
         t0 = time.monotonic()
         limits = plan.limits(network=plan.network)
@@ -131,17 +131,27 @@ def _verifier_mounts(plan: TrialPlan) -> list[Mount]:
     ]
 
 
-def _start_verifier(plan: TrialPlan) -> Session:
-    """The verifier's pristine session (from the warm pool when there is one). Its state
-    roots are emptied by the exec that brings the agent's state in."""
+def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
+    """The verifier's pristine session (from the warm pool when there is one). Where the
+    backend copies files on the host, its state roots are emptied now, while the agent
+    works; otherwise the exec that brings the agent's state in does it (`onecall`)."""
     t0 = time.monotonic()
     limits = plan.limits(network=False)
+    prepare = (lambda s: clear_roots(s, roots, logs=LOGS_DIR)) \
+        if plan.backend.host_copies else None
     if plan.pool is not None:
         session = plan.pool.take(plan.image, limits, plan.labels("verifier"),
-                                 mounts=_verifier_mounts(plan), role="verifier")
+                                 mounts=_verifier_mounts(plan), role="verifier",
+                                 prepare=prepare)
     else:
         session = plan.backend.start(plan.image, limits=limits, mounts=_verifier_mounts(plan),
                                      labels=plan.labels("verifier"))
+        if prepare is not None:
+            try:
+                prepare(session)
+            except BaseException:
+                session.stop()
+                raise
     plan.timings["verifier_start"] = time.monotonic() - t0
     return session
 
@@ -222,9 +232,10 @@ def _end_agent_processes(plan: TrialPlan, session: Session) -> None:
 def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
                   roots: list[str], pool: ThreadPoolExecutor,
                   sessions: list[Session]) -> Reading:
-    """Move the state roots into the verifier's pristine session and verify there: in one
-    exec when the state is small (`onecall`), else (or when the image cannot restore
-    it that way) by plain copies into a new pristine session."""
+    """Move the state roots into the verifier's pristine session and verify there: by
+    host copies where the backend has them; else in one exec when the state is small
+    (`onecall`), else (or when the image cannot restore it that way) by plain copies
+    into a new pristine session."""
     t0 = time.monotonic()
     storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
     try:
@@ -238,6 +249,12 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     command = build_command(plan.task.verifier_kind, verifier_dir=VERIFIER_MOUNT,
                             harness_dir=HARNESS_DIR, workdir=plan.workdir,
                             base_env=dict(plan.image.env), isolate_site=False)
+    if plan.backend.host_copies:  # emptied at start; plain host copies are cheapest
+        put_state(vsession, report)
+        plan.timings["state_copy"] = time.monotonic() - t0
+        reading = verification.run(plan, vsession, command)
+        assert reading is not None  # no prefix: the verifier always ran
+        return reading
     if report.kbytes * 1024 <= onecall.MAX_STATE_BYTES:
         plan.timings["state_copy"] = time.monotonic() - t0
         reading = verification.run(plan, vsession, command, prefix=onecall.wrapper(roots),
