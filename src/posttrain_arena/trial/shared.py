@@ -30,7 +30,7 @@ from posttrain_arena.trial import verification
 from posttrain_arena.trial.harness import harness_bundle
 from posttrain_arena.trial.plan import HARNESS_CWD, TrialPlan
 from posttrain_arena.trial.verification import Reading
-from posttrain_arena.trial.verifier import LOGS_DIR, build_command
+from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH, build_command
 
 RUNTIME_PREFIXES = (
     "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/", "/bin/", "/sbin/",
@@ -72,7 +72,8 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
     vroot = f"/tmp/.arena-verify-{secrets.token_hex(8)}"
     prep = session.exec(["/bin/sh", "-c", _PREPARE, "sh", vroot, LOGS_DIR, plan.workdir,
                          *roots],
-                        timeout=120, user="root", workdir=HARNESS_CWD)
+                        timeout=120, user="root", workdir=HARNESS_CWD,
+                        env={"PATH": PINNED_PATH})
     if prep.exit_code != 0:
         # The same session ran the agent a moment ago: if it cannot run this now, the
         # agent wrecked it. That is the agent's result, not an infrastructure failure.
@@ -88,7 +89,7 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
             dropped.append(value)
     if logs != LOGS_DIR:
         session.exec(["mkdir", "-p", "-m", "0755", logs], timeout=30, user="root",
-                     workdir=HARNESS_CWD)
+                     workdir=HARNESS_CWD, env={"PATH": PINNED_PATH})
     if dropped:
         plan.record.write_text("dropped_links.txt", "\n".join(dropped) + "\n")
     session.copy_in(plan.task.verifier_dir, f"{vroot}/verifier")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import MissingPath, SandboxError, Session, TransferBounds
-from posttrain_arena.spec.trust import state_roots
+from posttrain_arena.spec.trust import DEFAULT_PATH, state_roots
 
 __all__ = ["StateReport", "StateTooLarge", "clear_roots", "fetch_state", "put_state",
            "state_archive", "state_roots"]
@@ -58,8 +58,9 @@ def clear_roots(session: Session, roots: list[str], *, logs: str | None = None) 
     (and create an empty verifier output directory `logs`, when given)."""
     script = CLEAR_SCRIPT + (f'; mkdir -p -m 0755 "{logs}"' if logs else "")
     if roots or logs:
+        # the system's tools, never the image's PATH (which may lie in a state root)
         result = session.exec(["/bin/sh", "-c", script, "sh", *roots], timeout=120,
-                              user="root")
+                              user="root", workdir="/", env={"PATH": DEFAULT_PATH})
         if result.exit_code != 0:
             raise SandboxError(f"cannot prepare the verifier's session: {result.stderr[-300:]}")
 
