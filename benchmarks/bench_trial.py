@@ -7,7 +7,7 @@ batch does:
 * docker trial (TrialRunner, fresh verification) vs a bare
   `docker run --rm --network none IMAGE true` and vs a hand-made docker-CLI trial
   (run -d, cp solve, exec solve, cp verifier, exec verify, rm -f): target <= 2x bare;
-* local trial (bubblewrap): target <= 0.15 s;
+* local trial (bubblewrap): target <= 0.15 s, beside one bare bwrap + python3 start;
 * Docker Engine API calls per trial;
 * throughput of a replay (oracle + empty trial per task) of N tasks at -j 1, 2, 4.
 
@@ -137,6 +137,13 @@ def main() -> None:
             print(f"  ratio trial / hand-made CLI trial: {per_trial[name] / cli:.2f}x "
                   "(target <= 1x)")
         if name == "local":
+            bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+                     "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+                     "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+                     "/usr/bin/python3", "-I", "-S", "-c", "pass"]
+            bare = med(timed(lambda b=bwrap: sh(*b), args.reps))  # type: ignore[misc]
+            print(f"  bare `bwrap ... python3 -I -S -c pass` (same machine, same run): "
+                  f"{bare:.3f} s; ratio {per_trial[name] / bare:.1f}x")
             print(f"  target <= 0.150 s: {'met' if per_trial[name] <= 0.15 else 'NOT met'}")
     coll = work / "collection" / "envs"
     for i in range(args.tasks):

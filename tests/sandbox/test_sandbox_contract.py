@@ -187,3 +187,26 @@ def test_mounts_are_visible_and_copyable(backend: Backend, image: ImageRef, tmp_
         assert s.exec("cat /logs/out/in.txt").stdout == "given"
     finally:
         s.stop()
+
+
+# linux/capability.h numbers, written out here rather than taken from the code under test
+_CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5,
+                "SETGID": 6, "SETUID": 7, "NET_BIND_SERVICE": 10}
+
+
+def test_root_has_only_the_session_capabilities_and_cannot_gain_more(session: Session) -> None:
+    from posttrain_arena.sandbox.base import SESSION_CAPABILITIES
+
+    expected = sum(1 << _CAP_NUMBERS[name] for name in SESSION_CAPABILITIES)
+    assert set(SESSION_CAPABILITIES) <= set(_CAP_NUMBERS)
+    status = session.exec("grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status",
+                          timeout=30, user="root").stdout
+    fields = dict(line.split(":\t") for line in status.strip().splitlines())
+    assert int(fields["CapEff"], 16) == expected, fields
+    assert int(fields["CapBnd"], 16) == expected, fields
+    assert fields["NoNewPrivs"].strip() == "1"
+    # SYS_ADMIN is gone: no mounts; MKNOD is gone: no device nodes
+    denied = session.exec("mount -t tmpfs none /tmp 2>&1; mknod /tmp/sda b 8 0 2>&1",
+                          timeout=30, user="root")
+    assert "permitted" in denied.stdout.lower() or "denied" in denied.stdout.lower()
+    assert session.exec("test -e /tmp/sda", timeout=30).exit_code != 0

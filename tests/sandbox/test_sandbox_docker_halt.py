@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.sandbox import Limits, get_backend
-from posttrain_arena.sandbox.base import ImageRef, SandboxError
+from posttrain_arena.sandbox.base import ImageRef, MissingPath, SandboxError
 from posttrain_arena.sandbox.docker import DockerBackend
 from posttrain_arena.sandbox.docker_session import DockerSession
 
@@ -55,9 +55,8 @@ def test_halt_ends_every_process_and_keeps_the_files(
     session.kill_all()  # a no-op now, never an error
     session.copy_out("/root/out.txt", tmp_path / "out.txt")
     assert (tmp_path / "out.txt").read_text() == "state\n"
-    with pytest.raises(SandboxError) as missing:
+    with pytest.raises(MissingPath):
         session.copy_out("/root/absent", tmp_path / "absent")
-    assert getattr(missing.value, "missing", False) is True
     session.halt()  # idempotent
 
 
@@ -67,7 +66,7 @@ def test_copy_out_of_a_removed_session_is_not_a_missing_path(
     session.api.remove_container(session.container, force=True)
     with pytest.raises(SandboxError) as gone:
         session.copy_out("/root", tmp_path / "root")
-    assert not getattr(gone.value, "missing", False)
+    assert not isinstance(gone.value, MissingPath)
 
 
 def test_exec_feeds_stdin_and_closes_it(session: DockerSession) -> None:

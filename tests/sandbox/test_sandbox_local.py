@@ -166,3 +166,22 @@ def test_setup_failure_is_a_sandbox_error_not_an_exit_code(
         assert s.exec(["no-such-command"]).exit_code == 127
     finally:
         s.stop()
+
+
+@pytest.mark.bwrap
+def test_only_the_etc_entries_programs_need_are_visible(tmp_path: Path) -> None:
+    backend = get_backend("local")
+    image = backend.build(write_context(tmp_path / "ctx", "FROM scratch\nWORKDIR /root\n"),
+                          timeout=120)
+    session = backend.start(image, limits=Limits())
+    try:
+        probe = session.exec(
+            "for f in shadow gshadow sudoers ssh machine-id hostname crontab docker fstab; do "
+            "[ -e /etc/$f ] && echo present:$f; done; getent passwd root | cut -d: -f1; "
+            "echo x | awk '{print \"awk-ok\"}'; python3 -c 'print(\"py-ok\")'; "
+            "bash -lc 'echo login-ok'", timeout=60)
+    finally:
+        session.stop()
+    assert "present:" not in probe.stdout, probe.stdout
+    lines = probe.stdout.split()
+    assert lines == ["root", "awk-ok", "py-ok", "login-ok"], probe.stdout + probe.stderr

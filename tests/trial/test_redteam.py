@@ -273,3 +273,26 @@ def _stdout_text(result: TrialResult, key: str) -> str | None:
 def _stdout_value(result: TrialResult, key: str) -> int | None:
     text = _stdout_text(result, key)
     return int(text) if text and text.strip().isdigit() else None
+
+
+def test_network_is_the_operators_decision(
+    backend_name: str, runner_factory: Factory, tmp_path: Path
+) -> None:
+    from posttrain_arena.spec.package import load_task
+
+    task = make_task(tmp_path / "task")
+    md = task.root / "task.md"
+    md.write_text(md.read_text().replace("  workdir: /root", "  allow_internet: true\n"
+                                         "  workdir: /root"))
+    task = load_task(task.root)
+    script = tmp_path / "net.sh"
+    script.write_text(  # reads the interface table only; sends nothing
+        "echo \"ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,)\"\n")
+    refused = runner_factory(backend_name).run(task, ScriptAgent(script), agent_timeout=30)
+    assert refused.outcome is Outcome.BUILD_FAILED and refused.reward is None
+    assert "--allow-internet" in (refused.reason or "") and not refused.network
+    allowed = runner_factory(backend_name, allow_network=True).run(
+        task, ScriptAgent(script), agent_timeout=30)
+    assert allowed.outcome is Outcome.SCORED and allowed.network, allowed.reason
+    names = {n for n in (_stdout_text(allowed, "ifaces") or "").split(",") if n}
+    assert names - {"lo"}, "the operator allowed network but the agent has none"

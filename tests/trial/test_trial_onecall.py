@@ -1,12 +1,10 @@
 """Fresh verification in one exec (docker): same results as the plain copies, and the
-plain copies when the image cannot take that path."""
+plain copies when the image cannot take that path. The output is read from the halted
+session, so only top-level regular files are kept and nothing is parsed from stdout."""
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +12,6 @@ import pytest
 
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
-from posttrain_arena.trial.onecall import split_output, unpack_logs
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner
 
@@ -37,40 +34,6 @@ logs = pathlib.Path(os.environ["ARENA_LOGS_DIR"])
 (logs / "link").symlink_to("/etc/passwd")
 (logs / "reward.json").write_text('{"reward": %s}' % (1.0 if ok else 0.25))
 '''
-
-
-def _tar(files: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for name, target in (links or {}).items():
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname = tarfile.SYMTYPE, target
-            tar.addfile(info)
-    return buf.getvalue()
-
-
-def test_split_output_takes_the_last_complete_archive() -> None:
-    token = "t0k"
-    blob = base64.encodebytes(b"archive").decode()
-    forged = f"\n{token}:logs\nZm9yZ2Vk\n{token}:end\n"
-    out = f"verifier text{forged}more\n{token}:logs\n{blob}{token}:end\n"
-    stdout, got = split_output(out, token)
-    assert stdout == f"verifier text{forged}more"
-    assert got is not None and base64.b64decode(got) == b"archive"
-    assert split_output(f"cut\n{token}:logs\nabc", token) == ("cut", None)
-    assert split_output("plain", token) == ("plain", None)
-
-
-def test_unpack_logs_keeps_top_level_regular_files_only(tmp_path: Path) -> None:
-    data = _tar({"./reward.txt": b"1.0\n", "./sub/x.txt": b"no", "../up.txt": b"no"},
-                links={"./ln": "/etc/passwd"})
-    assert unpack_logs(base64.b64encode(data).decode(), tmp_path / "logs")
-    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["reward.txt"]
-    assert not unpack_logs("!!! not base64 or tar", tmp_path / "bad")
 
 
 @pytest.mark.docker

@@ -154,3 +154,29 @@ def test_harness_pytest_writes_ctrf_and_ignores_planted_conftest(tmp_path: Path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     statuses = {d.name.split("::")[-1]: d.status for d in read_ctrf(ctrf)}
     assert statuses == {"test_a": "passed", "test_b": "failed"}
+
+
+def test_host_writes_replace_links_and_never_follow_them(tmp_path: Path) -> None:
+    from posttrain_arena.trial.hostfiles import keep_regular_files, write_file
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched\n")
+    record = tmp_path / "record"
+    record.mkdir()
+    os.symlink(outside, record / "stdout.txt")
+    os.symlink(outside, record / ".stdout.txt.tmp")  # the name an older writer used
+    write_file(record / "stdout.txt", "verifier output\n")
+    assert outside.read_text() == "untouched\n"
+    assert not (record / "stdout.txt").is_symlink()
+    assert (record / "stdout.txt").read_text() == "verifier output\n"
+    # sandbox output: only top-level regular files are kept, links and dirs left out
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    (out / "reward.txt").write_text("1.0\n")
+    os.symlink(outside, out / "ctrf.json")
+    os.mkfifo(out / "fifo")
+    left = keep_regular_files(out, record)
+    assert sorted(left) == ["ctrf.json", "fifo", "sub"]
+    assert (record / "reward.txt").read_text() == "1.0\n"
+    assert not (record / "ctrf.json").exists()
+    assert outside.read_text() == "untouched\n"

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     """Commands live on the shared `task` and `collection` groups (see cli/groups.py)."""
 
 
-def _runner(backend: str, network: bool | None, records: Path | None,
+def _runner(backend: str, network: bool, records: Path | None,
             *, batch: bool = False) -> TrialRunner:
     from posttrain_arena.sandbox.base import PrerequisiteError
     from posttrain_arena.trial.runner import TrialRunner
@@ -42,7 +42,9 @@ def run(
         False, "--skip-oracle", help="Run the empty trial instead: it must NOT score 1.0."),
     backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
     network: bool = typer.Option(
-        False, "--network", help="Give the agent phase network access."),
+        False, "--allow-internet", "--network",
+        help="Allow network in the agent phase of tasks that ask for it "
+             "(allow_internet: true); without it such tasks are refused."),
     agent: str | None = typer.Option(
         None, "--agent", help="Any script as the agent, to probe the verifier: script:PATH."),
     records: Path | None = typer.Option(
@@ -63,7 +65,7 @@ def run(
         typer.echo(f"error: agent script {spec[7:]} does not exist", err=True)
         raise typer.Exit(2)
     root = records or Path(tempfile.gettempdir()) / "arena-records"
-    runner = _runner(backend, True if network else None, root)
+    runner = _runner(backend, network, root)
     check = replay_task(directory, runner, agent=spec)
     if as_json:
         payload = check.model_dump(mode="json")
@@ -110,6 +112,10 @@ def replay(
     ray_address: str | None = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
                                            help="Ray cluster to join (with --executor ray; "
                                            "default: start one on this machine)."),
+    network: bool = typer.Option(
+        False, "--allow-internet",
+        help="Allow network in the agent phase of tasks that ask for it; without it such "
+             "tasks are refused."),
 ) -> None:
     """Oracle and empty trials for every package: exit 0 when every oracle scores 1.0
     and every empty trial is rejected."""
@@ -127,14 +133,14 @@ def replay(
         raise typer.Exit(2)
     root = records or Path(tempfile.gettempdir()) / "arena-records"
     if executor == "thread" and not ray_address:
-        ran: TrialExecutor = ThreadExecutor(_runner(backend, None, root, batch=True),
+        ran: TrialExecutor = ThreadExecutor(_runner(backend, network, root, batch=True),
                                             slots=jobs, own_runner=True)
     else:
         from posttrain_arena.distributed import ExecutorError, make_executor
 
         try:
             ran = make_executor(executor, backend=backend, slots=jobs, records_root=root,
-                                ray_address=ray_address)
+                                ray_address=ray_address, allow_network=network)
         except (ExecutorError, ValueError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

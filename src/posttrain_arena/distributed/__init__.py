@@ -33,7 +33,7 @@ def make_executor(
     backend: str = "auto",
     slots: int = 1,
     records_root: Path | None = None,
-    allow_network: bool | None = None,
+    allow_network: bool = False,
     ray_address: str | None = None,
 ) -> TrialExecutor:
     """`thread`: `slots` trials at once in this process. `ray`: trials on the cluster at

@@ -50,7 +50,7 @@ class NodeConfig:
 
     backend: str = "auto"
     records_root: str | None = None
-    allow_network: bool | None = None
+    allow_network: bool = False
     warm_pool: bool = True
 
 
@@ -102,7 +102,7 @@ class RayExecutor:
         *,
         backend: str = "auto",
         records_root: str | None = None,
-        allow_network: bool | None = None,
+        allow_network: bool = False,
         warm_pool: bool = False,
         max_retries: int = 2,
         slots: int | None = None,

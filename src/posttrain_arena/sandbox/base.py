@@ -21,11 +21,41 @@ class BuildError(SandboxError):
     """The task's environment could not be built (the task's fault, usually)."""
 
 
+class MissingPath(SandboxError):
+    """copy_out: the path does not exist in the session (which itself is fine)."""
+
+
+class TransferLimit(SandboxError):
+    """copy_out: what the path holds exceeds the transfer's file, byte or time bound.
+
+    The message says which bound and by how much; nothing was left half-copied on the
+    host (the partial copy is removed)."""
+
+
+@dataclass(frozen=True)
+class TransferBounds:
+    """Bounds on one copy out of a session: a count of entries (files, directories,
+    links), a total of file bytes, and a wall-clock deadline (time.monotonic())."""
+
+    max_entries: int | None = None
+    max_bytes: int | None = None
+    deadline: float | None = None
+
+
 class PrerequisiteError(SandboxError):
     """Something the user can fix is missing (no Docker engine, no bubblewrap).
 
     The message says how to fix it.
     """
+
+
+SESSION_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID",
+                        "SETUID", "NET_BIND_SERVICE")
+"""The only capabilities root has in any session, on every backend: what task programs
+need to own, chmod, signal and switch between their files and users, and to listen on a
+low port. Everything else (SYS_ADMIN, MKNOD, NET_RAW, SYS_CHROOT, SETFCAP, SETPCAP,
+AUDIT_WRITE, ...) is dropped, and no process can gain privileges (no_new_privs), so a
+setuid binary gives nothing more. docs/threat-model.md says why each is kept."""
 
 
 @dataclass(frozen=True)
@@ -84,27 +114,48 @@ class Session(Protocol):
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: bytes | None = None,
     ) -> ExecResult:
         """Run a command (a string runs under `bash -lc`). Timeout kills it, and every
-        process it started, and returns timed_out=True."""
+        process it started, and returns timed_out=True. `stdin`: bytes fed to the
+        command's standard input, which is then closed (else it reads end of file).
+        Raises SandboxError when the session cannot run commands (stopped, halted, or
+        wrecked from inside: its PID 1 killed, its workdir deleted)."""
         ...
 
-    def copy_in(self, src: Path, dest: str) -> None:
+    def copy_in(self, src: Path, dest: str, *, own_tools: bool = False) -> None:
         """Copy a host file or directory into the session at `dest`.
 
         `dest` is the path the copy gets (not its parent): copy_in(dir, "/x") makes /x
         hold dir's contents (merged into /x if it exists); parents are created.
+        `own_tools`: the backend may use the session's own programs (its tar) when that
+        is faster; only for a session whose programs no one else relies on (an agent
+        bringing files into its own session), never for a verifier's.
         """
         ...
 
-    def copy_out(self, src: str, dest: Path) -> None:
+    def copy_out(self, src: str, dest: Path, *, bounds: TransferBounds | None = None) -> None:
         """Copy a path of the session to the host (directories recursively).
-        Symlinks are copied as links, never followed. `dest` is the path the copy gets
-        (not its parent), as for copy_in."""
+        Symlinks are copied as links, never followed; devices, fifos and sockets are
+        skipped. `dest` is the path the copy gets (not its parent), as for copy_in.
+        Works on a halted session. MissingPath when `src` does not exist;
+        TransferLimit when it exceeds `bounds` (then nothing is left at `dest`)."""
         ...
 
     def kill_all(self) -> None:
         """End every process in the session except its anchor; used between phases."""
+        ...
+
+    def halt(self) -> None:
+        """End every process in the session for good and keep its files readable:
+        copy_out still works, exec raises SandboxError. When it returns, no process
+        that ever ran in the session can still change a file. Idempotent."""
+        ...
+
+    def changed_paths(self) -> list[str]:
+        """Paths of the image changed, added or deleted by the session's processes, as
+        seen from outside the session (its processes cannot hide a change). A backend
+        whose system paths are read-only reports none of those."""
         ...
 
     def stop(self) -> None:
@@ -114,6 +165,9 @@ class Session(Protocol):
 
 class Backend(Protocol):
     name: str
+    host_copies: bool
+    """Whether copy_in/copy_out are plain host file copies (local) rather than engine
+    round trips (docker): then moving files beats doing it with the session's tools."""
 
     def available(self) -> tuple[bool, str]:
         """(works, explanation or how to fix it)."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain_arena.sandbox.base import (
+    SESSION_CAPABILITIES,
     BuildError,
     ImageRef,
     Limits,
@@ -84,6 +85,7 @@ class DockerBackend:
     """Sandboxes as Docker containers."""
 
     name = "docker"
+    host_copies = False
 
     def __init__(self, reap_after_hours: float | None = None) -> None:
         self._client: Any = None
@@ -262,6 +264,9 @@ class DockerBackend:
             mem_limit=f"{limits.memory_mb}m",
             memswap_limit=f"{limits.memory_mb}m",
             pids_limit=limits.pids_limit,
+            cap_drop=["ALL"],
+            cap_add=list(SESSION_CAPABILITIES),
+            security_opt=["no-new-privileges"],
             binds=binds or None,
             # no single file may exceed the task's storage; the only disk cap where the
             # storage driver cannot limit a container's size

@@ -26,8 +26,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from posttrain_arena.sandbox.base import ExecResult, ImageRef, SandboxError
-from posttrain_arena.sandbox.localfs import copy_tree
+from posttrain_arena.sandbox.base import (
+    ExecResult,
+    ImageRef,
+    MissingPath,
+    SandboxError,
+    TransferBounds,
+    TransferLimit,
+)
+from posttrain_arena.sandbox.localfs import Budget, copy_tree
 from posttrain_arena.sandbox.process import OutputCapture
 
 _KILL_MARKED = (
@@ -38,17 +45,12 @@ _KILL_MARKED = (
 )
 
 
-class MissingPath(SandboxError):
-    """copy_out: the path does not exist in the (existing) container."""
-
-    missing = True
+TAR_OVERHEAD = 1536
+"""Archive bytes per entry beyond its data (header and padding), for the byte bound."""
 
 
 class DockerSession:
     """A container started by DockerBackend.start."""
-
-    accepts_stdin = True
-    """exec takes `stdin=` bytes (one exec can bring files in and run a command)."""
 
     def __init__(self, api: Any, container: str, sid: str, image: ImageRef) -> None:
         self.api = api
@@ -70,8 +72,7 @@ class DockerSession:
         stdin: bytes | None = None,
     ) -> ExecResult:
         """Run a command through the exec API; on timeout kill its whole tree.
-        `stdin` (this backend's extension, see `accepts_stdin`): bytes fed to the
-        command's standard input, which is then closed."""
+        `stdin`: bytes fed to the command's standard input, which is then closed."""
         import docker.errors
 
         if self._stopped or self._halted:
@@ -168,11 +169,15 @@ class DockerSession:
                 return
 
     # -- files ------------------------------------------------------------------------
-    def copy_in(self, src: Path, dest: str) -> None:
+    def copy_in(self, src: Path, dest: str, *, own_tools: bool = False) -> None:
         """Copy a host file or directory to `dest` (the copy's own path; a directory's
-        contents merge into it). Links are copied as links."""
+        contents merge into it). Links are copied as links. `own_tools`: through the
+        container's own tar in one exec (see copy_in_by_exec)."""
         import docker.errors
 
+        if own_tools:
+            self.copy_in_by_exec(src, dest)
+            return
         src = Path(src)
         if not os.path.lexists(src):
             raise SandboxError(f"copy_in: {src} does not exist")
@@ -213,9 +218,10 @@ class DockerSession:
         if result.exit_code != 0 or result.timed_out:
             self.copy_in(src, dest)
 
-    def copy_out(self, src: str, dest: Path) -> None:
+    def copy_out(self, src: str, dest: Path, *, bounds: TransferBounds | None = None) -> None:
         """Copy a container path to `dest` on the host (the copy's own path). Links are
-        copied as links, never followed."""
+        copied as links, never followed. With `bounds`, the engine's archive is read as
+        a stream and abandoned at the first bound passed (TransferLimit)."""
         import docker.errors
 
         src = posixpath.normpath(posixpath.join(self.image.workdir, src))
@@ -228,14 +234,21 @@ class DockerSession:
             raise MissingPath(f"copy_out: {src} does not exist in session {self.id}") from exc
         except docker.errors.APIError as exc:
             raise SandboxError(f"copy_out {src}: {exc}") from exc
+        budget = Budget(bounds, src) if bounds is not None else None
+
+        def admit(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+            if budget is not None:  # counted before the entry lands on the host
+                budget.add(member.size if member.isreg() else 0)
+            return tarfile.tar_filter(member, path)
+
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".arena-copy-") as tmp:
-            with tempfile.TemporaryFile(dir=tmp) as buf:
-                for chunk in chunks:
-                    buf.write(chunk)
-                buf.seek(0)
-                with tarfile.open(fileobj=buf, mode="r") as tar:
-                    tar.extractall(Path(tmp) / "x", filter="tar")
+            stream = _ArchiveStream(chunks, bounds)
+            try:
+                with tarfile.open(fileobj=stream, mode="r|") as tar:
+                    tar.extractall(Path(tmp) / "x", filter=admit)
+            finally:
+                stream.close()
             entries = list((Path(tmp) / "x").iterdir())
             if len(entries) != 1:
                 raise SandboxError(f"copy_out {src}: unexpected archive layout")
@@ -316,6 +329,49 @@ class DockerSession:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _ArchiveStream(io.RawIOBase):
+    """The engine's archive chunks as a readable stream, within a byte and time bound."""
+
+    def __init__(self, chunks: Any, bounds: TransferBounds | None) -> None:
+        self.chunks = iter(chunks)
+        self.source = chunks
+        self.pending = b""
+        self.total = 0
+        self.limit = None
+        if bounds is not None and bounds.max_bytes is not None:
+            entries = bounds.max_entries or 100_000
+            self.limit = bounds.max_bytes + TAR_OVERHEAD * entries + (1 << 20)
+        self.deadline = bounds.deadline if bounds is not None else None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self.pending:
+            try:
+                chunk = next(self.chunks)
+            except StopIteration:
+                return 0
+            self.total += len(chunk)
+            if self.limit is not None and self.total > self.limit:
+                raise TransferLimit(f"the archive is larger than {self.limit >> 20} MiB")
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise TransferLimit(f"copying ran past its deadline ({self.total >> 20} MiB "
+                                    "read)")
+            self.pending = chunk
+        n = min(len(b), len(self.pending))
+        b[:n] = self.pending[:n]
+        self.pending = self.pending[n:]
+        return n
+
+    def close(self) -> None:
+        close = getattr(self.source, "close", None)  # ends the engine's archive stream
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+        super().close()
 
 
 class _StdinStream:

@@ -31,16 +31,23 @@ from posttrain_arena.sandbox.base import (
     ExecResult,
     ImageRef,
     Limits,
+    MissingPath,
     Mount,
     PrerequisiteError,
     SandboxError,
+    TransferBounds,
 )
+from posttrain_arena.sandbox.bwrap import base_bwrap_args, bwrap_path
 from posttrain_arena.sandbox.cgroups import SessionCgroup
-from posttrain_arena.sandbox.localfs import SYSTEM_RO, SandboxFS, copy_tree, normalize
+from posttrain_arena.sandbox.localfs import Budget, SandboxFS, copy_tree, normalize
+
+__all__ = ["LocalBackend", "LocalSession", "base_bwrap_args", "bwrap_path", "sessions_dir"]
 from posttrain_arena.sandbox.process import run_with_deadline
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SESSION_PREFIX = "arena-local-"
+OUTPUT_ROOT = "/logs"
+"""A writable root of every session (not of builds): where a verifier's output goes."""
 
 
 def sessions_dir() -> Path:
@@ -78,53 +85,6 @@ def discard(directory: Path) -> None:
 def _empty_trash() -> None:
     while True:
         shutil.rmtree(_trash.get(), ignore_errors=True)
-
-
-def bwrap_path() -> str:
-    """The bwrap binary, or PrerequisiteError saying how to install it."""
-    found = shutil.which("bwrap")
-    if found is None:
-        raise PrerequisiteError(
-            "bubblewrap is not installed; fix: apt-get install bubblewrap "
-            "(or use the docker backend)"
-        )
-    return found
-
-
-def base_bwrap_args(
-    fs: SandboxFS,
-    *,
-    allow_internet: bool,
-    mounts: list[Mount] | None = None,
-) -> list[str]:
-    """bwrap arguments for the sandbox's file-system view and namespaces."""
-    args = ["--unshare-all", "--die-with-parent", "--new-session", "--hostname", "arena"]
-    if allow_internet:
-        args.append("--share-net")
-    for name in SYSTEM_RO:
-        host = Path("/") / name
-        if host.is_symlink():
-            args += ["--symlink", os.readlink(host), f"/{name}"]
-        elif host.is_dir():
-            args += ["--ro-bind", str(host), f"/{name}"]
-    for secret in _host_secrets():  # the host's /etc is shared; its secrets are not
-        args += ["--ro-bind", "/dev/null", secret]
-    args += ["--dev", "/dev", "--proc", "/proc"]
-    for root in sorted(fs.roots, key=len):
-        host = fs.state / root.lstrip("/")
-        host.mkdir(parents=True, exist_ok=True)
-        args += ["--bind", str(host), root]
-    for m in mounts or []:
-        args += ["--ro-bind" if m.read_only else "--bind", str(m.source), m.target]
-    args += ["--remount-ro", "/"]
-    return args
-
-
-def _host_secrets() -> list[str]:
-    """Files of the host's /etc that a sandbox must not read (password hashes, keys)."""
-    names = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"]
-    names += [str(p) for p in Path("/etc/ssh").glob("ssh_host_*_key")]
-    return [n for n in names if os.path.isfile(n)]
 
 
 def _uid_of(user: str | None) -> int | None:
@@ -170,6 +130,7 @@ class LocalSession:
         self._running: set[subprocess.Popen[bytes]] = set()
         self._lock = threading.Lock()
         self._stopped = False
+        self._halted = False
 
     # -- exec -------------------------------------------------------------------------
     def exec(
@@ -181,10 +142,12 @@ class LocalSession:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        stdin: bytes | None = None,
     ) -> ExecResult:
         """Run a command in a fresh bwrap over this session's files (see module doc)."""
-        if self._stopped:
-            raise SandboxError(f"session {self.id} is stopped")
+        if self._stopped or self._halted:
+            state = "stopped" if self._stopped else "halted"
+            raise SandboxError(f"session {self.id} is {state}")
         argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
         if not argv:
             raise SandboxError("exec: empty command")
@@ -204,7 +167,7 @@ class LocalSession:
         uid = _uid_of(user)
         if uid is not None:
             args += ["--uid", str(uid), "--gid", str(uid)]
-        if not self.fs.host_path(cwd, write=False).exists():
+        if cwd != "/" and not self.fs.host_path(cwd, write=False).exists():
             raise SandboxError(f"exec: workdir {cwd} does not exist in session {self.id}")
         # The first thing that runs inside writes one byte on this pipe (and closes it)
         # before the command starts: without it, a failure is the sandbox's (setup), never
@@ -222,6 +185,7 @@ class LocalSession:
                 register=self._register,
                 pass_fds=(status_w,),
                 after_start=lambda: os.close(status_w),
+                stdin=stdin,
             )
             with os.fdopen(status_r, "rb") as fh:
                 status = fh.read()
@@ -269,21 +233,30 @@ class LocalSession:
         return ["/bin/sh", "-c", script, "arena-enter", *args]
 
     # -- files ------------------------------------------------------------------------
-    def copy_in(self, src: Path, dest: str) -> None:
+    def copy_in(self, src: Path, dest: str, *, own_tools: bool = False) -> None:
         """Copy a host file or directory to `dest` (the copy's own path; a directory's
-        contents are merged into it). Links are copied as links."""
+        contents are merged into it). Links are copied as links. The copy is made on
+        the host, so `own_tools` changes nothing."""
         if not os.path.lexists(src):
             raise SandboxError(f"copy_in: {src} does not exist")
         target = self.fs.host_path(normalize(dest, self.image.workdir), write=True)
         copy_tree(Path(src), target)
 
-    def copy_out(self, src: str, dest: Path) -> None:
+    def copy_out(self, src: str, dest: Path, *, bounds: TransferBounds | None = None) -> None:
         """Copy a sandbox path to `dest` on the host (the copy's own path). Links are
-        copied as links, never followed."""
-        host = self.fs.host_path(normalize(src, self.image.workdir), write=False)
+        copied as links, never followed; `bounds` cap what may travel."""
+        try:
+            host = self.fs.host_path(normalize(src, self.image.workdir), write=False)
+        except SandboxError as exc:  # e.g. a link the agent put in its path
+            raise MissingPath(f"copy_out: {src} is not reachable in session {self.id}: "
+                              f"{exc}") from exc
         if not os.path.lexists(host):
-            raise SandboxError(f"copy_out: {src} does not exist in session {self.id}")
-        copy_tree(host, Path(dest))
+            raise MissingPath(f"copy_out: {src} does not exist in session {self.id}")
+        try:
+            copy_tree(host, Path(dest), Budget(bounds, src) if bounds else None)
+        except BaseException:
+            _remove_quietly(Path(dest))
+            raise
 
     # -- lifecycle --------------------------------------------------------------------
     def kill_all(self) -> None:
@@ -295,6 +268,15 @@ class LocalSession:
                 os.killpg(proc.pid, 9)
         if self.cgroup is not None:
             self.cgroup.kill()
+
+    def halt(self) -> None:
+        """Kill every process for good; the files stay readable (copy_out works)."""
+        self._halted = True
+        self.kill_all()
+
+    def changed_paths(self) -> list[str]:
+        """None of the system paths: they are bound read-only from the host."""
+        return []
 
     def stop(self) -> None:
         """Kill everything and delete the session's files and groups. Idempotent."""
@@ -313,10 +295,18 @@ class LocalSession:
         self.stop()
 
 
+def _remove_quietly(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class LocalBackend:
     """Sandboxes made with bubblewrap on this host."""
 
     name = "local"
+    host_copies = True
 
     def available(self) -> tuple[bool, str]:
         """Whether bwrap is installed and can create namespaces here."""
@@ -389,7 +379,7 @@ class LocalBackend:
             return LocalSession(
                 image,
                 state_dir=state,
-                roots=meta.roots,
+                roots=[*meta.roots, OUTPUT_ROOT],
                 limits=limits,
                 mounts=mounts,
                 labels=labels,

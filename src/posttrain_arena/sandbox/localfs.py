@@ -11,15 +11,31 @@ and copies trees without following links.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
 import shutil
 import stat
+import time
 from pathlib import Path
 
-from posttrain_arena.sandbox.base import SandboxError
+from posttrain_arena.sandbox.base import SandboxError, TransferBounds, TransferLimit
 
 SYSTEM_RO = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+ETC_ALLOWED = (
+    "passwd", "group", "hosts", "host.conf", "nsswitch.conf", "resolv.conf", "gai.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "alternatives",
+    "bash.bashrc", "profile", "profile.d", "environment", "inputrc", "shells", "login.defs",
+    "protocols", "services", "networks", "ethertypes", "mime.types", "magic", "magic.mime",
+    "ssl", "ca-certificates", "ca-certificates.conf", "os-release", "lsb-release",
+    "debian_version", "terminfo", "locale.alias", "locale.gen", "mtab", "python3",
+    "python3.*", "perl", "gitconfig", "fonts", "java-*", "R", "ImageMagick-*", "vim",
+    "xdg", "mailcap", "manpath.config", "pip.conf", "matplotlibrc",
+)
+"""The entries of the host's /etc a local sandbox sees (patterns, read-only): what
+programs need to run (users, name service, the loader, shell start-up, TLS roots,
+interpreter configuration). Everything else (shadow files, sudoers, ssh keys, the
+machine id, the engine's and services' configuration) is absent."""
 DEFAULT_ROOTS = (
     "/root",
     "/tmp",
@@ -63,6 +79,11 @@ def root_for(path: str, roots: list[str] | tuple[str, ...] = DEFAULT_ROOTS) -> s
     return "/" + parts[0]
 
 
+def etc_allowed(name: str) -> bool:
+    """Whether the sandbox sees the host's /etc/<name>."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in ETC_ALLOWED)
+
+
 class SandboxFS:
     """Maps a session's sandbox paths to host paths under `state` (its `fs/` directory)."""
 
@@ -83,8 +104,10 @@ class SandboxFS:
         for root in self.roots:
             if is_under(path, root):
                 return self.state / path.lstrip("/"), True
-        top = path.strip("/").split("/")[0]
-        if top in SYSTEM_RO:
+        parts = path.strip("/").split("/")
+        if parts[0] == "etc" and len(parts) > 1 and not etc_allowed(parts[1]):
+            return None, False
+        if parts[0] in SYSTEM_RO:
             return Path(path), False
         if path == "/":
             return None, False
@@ -127,10 +150,37 @@ class SandboxFS:
         return host
 
 
-def copy_tree(src: Path, dest: Path) -> None:
+class Budget:
+    """Counts a copy against its TransferBounds; TransferLimit once one is passed."""
+
+    def __init__(self, bounds: TransferBounds | None, what: str) -> None:
+        self.bounds = bounds or TransferBounds()
+        self.what = what
+        self.entries = 0
+        self.bytes = 0
+
+    def add(self, size: int = 0) -> None:
+        """Count one entry of `size` bytes (checks the deadline every 256 entries)."""
+        b = self.bounds
+        self.entries += 1
+        self.bytes += size
+        if b.max_entries is not None and self.entries > b.max_entries:
+            raise TransferLimit(f"{self.what} holds more than {b.max_entries} files and "
+                                "directories")
+        if b.max_bytes is not None and self.bytes > b.max_bytes:
+            raise TransferLimit(f"{self.what} holds more than {b.max_bytes >> 20} MiB")
+        if b.deadline is not None and self.entries % 256 == 0 and time.monotonic() > b.deadline:
+            raise TransferLimit(f"copying {self.what} ran past its deadline "
+                                f"({self.entries} entries copied)")
+
+
+def copy_tree(src: Path, dest: Path, budget: Budget | None = None) -> None:
     """Copy a file, link or directory from src to dest: links recreated as links (never
-    followed), regular files and directories copied, devices/fifos/sockets skipped."""
+    followed), regular files and directories copied, devices/fifos/sockets skipped.
+    With a budget, every entry counts against it (TransferLimit when passed)."""
     st = os.lstat(src)
+    if budget is not None:
+        budget.add(st.st_size if stat.S_ISREG(st.st_mode) else 0)
     if stat.S_ISLNK(st.st_mode):
         _replace_with_link(dest, os.readlink(src))
     elif stat.S_ISDIR(st.st_mode):
@@ -139,7 +189,7 @@ def copy_tree(src: Path, dest: Path) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         with os.scandir(src) as it:
             for entry in it:
-                copy_tree(Path(entry.path), dest / entry.name)
+                copy_tree(Path(entry.path), dest / entry.name, budget)
         shutil.copystat(src, dest, follow_symlinks=False)
     elif stat.S_ISREG(st.st_mode):
         if dest.is_symlink() or dest.is_dir():

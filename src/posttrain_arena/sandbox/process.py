@@ -13,8 +13,10 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import IO
 
 from posttrain_arena.sandbox.base import ExecResult
 
@@ -61,14 +63,15 @@ def run_with_deadline(
     register: Callable[[subprocess.Popen[bytes], bool], None] | None = None,
     pass_fds: tuple[int, ...] = (),
     after_start: Callable[[], None] | None = None,
+    stdin: bytes | None = None,
 ) -> ExecResult:
     """Run argv; on timeout kill its process group (and `kill_extra`) and return
-    timed_out=True with exit code 137."""
+    timed_out=True with exit code 137. `stdin` is fed to the process (then closed)."""
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
             list(argv),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
@@ -81,6 +84,10 @@ def run_with_deadline(
             after_start()
     if register is not None:
         register(proc, True)
+    if stdin is not None:
+        assert proc.stdin is not None
+        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True,
+                         name="exec-stdin").start()
     out, err = OutputCapture(on_output), OutputCapture(on_output)
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
@@ -123,6 +130,14 @@ def run_with_deadline(
         timed_out=timed_out,
         duration_sec=time.monotonic() - t0,
     )
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """Write `data` and close (the command may exit without reading all of it)."""
+    with contextlib.suppress(OSError):
+        pipe.write(data)
+    with contextlib.suppress(OSError):
+        pipe.close()
 
 
 def _exit_code(code: int) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain_arena.spec import dockerfile as df
+from posttrain_arena.spec import trust
 from posttrain_arena.spec.findings import Finding, Severity, SpecError
 from posttrain_arena.spec.harbor import parse_harbor
 from posttrain_arena.spec.inventory import Inventory, hash_contents, walk
@@ -36,7 +37,7 @@ from posttrain_arena.spec.package import (
     missing_verifier,
     parse_task_md,
 )
-from posttrain_arena.spec.task import unknown_keys
+from posttrain_arena.spec.task import TaskFrontmatter, unknown_keys
 
 MiB = 1024 * 1024
 
@@ -142,7 +143,7 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
             findings.append(missing_verifier(root))
     findings += _layout_findings(root, inv, secret[1], bool(steps and any(
         st.oracle_dir for st in steps)))
-    findings += _dockerfile_findings(root, inv)
+    findings += _dockerfile_findings(root, inv, frontmatter)
     findings += _leak_findings(root, inv, (*secret, "steps") if steps else secret)
     report = TaskReport(path=str(root), name=name, findings=findings, checksum=inv.checksum,
                         layout=layout)
@@ -277,7 +278,8 @@ def _layout_findings(root: Path, inv: Inventory, oracle: str,
     return out
 
 
-def _dockerfile_findings(root: Path, inv: Inventory) -> list[Finding]:
+def _dockerfile_findings(root: Path, inv: Inventory,
+                         frontmatter: TaskFrontmatter | None) -> list[Finding]:
     entry = next((e for e in inv.entries if e.rel == "environment/Dockerfile"), None)
     if entry is None or entry.kind != "file":
         return []
@@ -314,6 +316,23 @@ def _dockerfile_findings(root: Path, inv: Inventory) -> list[Finding]:
             if lit is not None and lit != "." and lit not in context:
                 out.append(_f("error", "dockerfile", where, f"{src.instruction.keyword} "
                               f"source {src.source!r} is not in environment/", line))
+    if frontmatter is not None and frontmatter.verifier.isolation.value == "fresh":
+        out += _state_runtime_findings(where, instructions, frontmatter)
+    return out
+
+
+def _state_runtime_findings(where: str, instructions: list[df.Instruction],
+                            frontmatter: TaskFrontmatter) -> list[Finding]:
+    """ENV values that make the verifier resolve programs inside the agent's state."""
+    roots = trust.state_roots(frontmatter.environment.workdir,
+                              list(frontmatter.verifier.state_paths))
+    env = trust.dockerfile_env([(i.keyword, i.args, i.line) for i in instructions])
+    out: list[Finding] = []
+    for name, (value, line) in sorted(env.items()):
+        for problem in trust.untrusted_entries({name: value}, roots):
+            out.append(_f("error", "state-runtime", where,
+                          f"{problem}: the agent could plant a program or a .pth file there "
+                          f"that the fresh verifier runs as root; {trust.FIX}", line or None))
     return out
 
 

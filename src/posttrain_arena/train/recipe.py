@@ -242,6 +242,10 @@ class RuntimeSection(_Section):
         default="auto", description="Sandbox backend; auto picks docker when an engine answers"
     )
     concurrency: int = Field(default=4, ge=1, le=4096, description="Trials in flight at once")
+    allow_internet: bool = Field(
+        default=False,
+        description="Let tasks that ask for it (allow_internet: true) have network in their "
+                    "agent phase; without it they are refused")
     k: int = Field(default=1, ge=1, le=64, description="Samples per held-out task per eval")
     seed: int = Field(default=0, description="Seed of every random choice in the run")
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="Torch device")

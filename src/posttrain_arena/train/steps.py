@@ -74,7 +74,8 @@ class Steps:
             if self._runner is None:
                 from posttrain_arena.trial.runner import TrialRunner
 
-                self._runner = TrialRunner(self.r.runtime.sandbox)
+                self._runner = TrialRunner(self.r.runtime.sandbox,
+                                           allow_network=self.r.runtime.allow_internet)
             return self._runner
 
     @property

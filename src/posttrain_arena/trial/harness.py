@@ -8,7 +8,8 @@ verifier session, next to two launchers:
   explicitly, third-party plugin autoloading off, conftest.py files above the verifier
   directory ignored, and no cache written;
 * `run_python.py`: runs a script the same way the interpreter would, but (with `-S`)
-  adds the image's site-packages without executing .pth files or sitecustomize.
+  adds the image's site-packages without executing .pth files or sitecustomize;
+* `supervise.py`: the verifier's top process (see trial/supervise.py).
 
 The bundle is built once per host in a cache directory and mounted (or copied) into the
 session at `HARNESS_DIR`.
@@ -101,7 +102,8 @@ _built: Path | None = None
 
 def _bundle_key() -> str:
     h = hashlib.sha256(__version__.encode())
-    for text in (RUN_PYTEST, RUN_PYTHON, PYTEST_LAUNCHER, _plugin_path().read_text()):
+    for text in (RUN_PYTEST, RUN_PYTHON, PYTEST_LAUNCHER, _plugin_path().read_text(),
+                 _supervisor_path().read_text()):
         h.update(text.encode())
     for name in _PACKAGES:
         spec = importlib.util.find_spec(name)
@@ -115,6 +117,10 @@ def _plugin_path() -> Path:
     import posttrain_arena.sandbox as sandbox_package
 
     return Path(sandbox_package.__file__).with_name("ctrf_plugin.py")
+
+
+def _supervisor_path() -> Path:
+    return Path(__file__).with_name("supervise.py")
 
 
 def harness_bundle(cache_root: Path | None = None) -> Path:
@@ -155,6 +161,7 @@ def _fill(dest: Path) -> None:
         else:
             shutil.copy2(origin, site / origin.name)
     shutil.copy2(_plugin_path(), dest / "arena_ctrf.py")
+    shutil.copy2(_supervisor_path(), dest / "supervise.py")
     (dest / "run_pytest.py").write_text(RUN_PYTEST)
     (dest / "run_python.py").write_text(RUN_PYTHON)
     launcher = dest / "pytest"

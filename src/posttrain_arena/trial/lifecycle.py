@@ -4,10 +4,11 @@
 
 Fresh isolation (the default) starts the verifier's session from the pristine image
 while the agent works (it is cheap then: nobody waits for it), with verifier/ and the
-harness runtime mounted read-only and a harness-owned, empty output directory; after
-the agent phase only the state roots travel into it. Shared isolation verifies in the
-agent's own session after hardening it (see `shared.py`). Infrastructure failures
-raise; the runner turns them into `infra_error`, never into a reward.
+harness runtime mounted read-only; after the agent phase only the state roots travel
+into it. Shared isolation verifies in the agent's own session after hardening it (see
+`shared.py`). Both run the verifier through `verification.run`. Infrastructure failures
+raise; the runner turns them into `infra_error`, never into a reward. What the agent
+breaks (its session's PID 1, its workdir, its memory) is the agent's: a scored 0.
 """
 
 from __future__ import annotations
@@ -17,37 +18,28 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from posttrain_arena.agents.base import Agent, AgentContext, AgentRun
+from posttrain_arena.agents.base import AgentContext, AgentRun
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.transcript import Message, Transcript
-from posttrain_arena.sandbox.base import Backend, ExecResult, ImageRef, Limits, Mount, Session
-from posttrain_arena.spec.package import TaskPackage
-from posttrain_arena.trial import onecall, shared
+from posttrain_arena.sandbox.base import Mount, SandboxError, Session, TransferLimit
+from posttrain_arena.trial import onecall, shared, verification
 from posttrain_arena.trial.harness import HARNESS_DIR, harness_bundle
-from posttrain_arena.trial.pool import SessionPool
-from posttrain_arena.trial.records import TrialRecord
+from posttrain_arena.trial.plan import TrialPlan
+from posttrain_arena.trial.pristine import TaskRefused, probe_reason, static_reason
 from posttrain_arena.trial.result import Outcome, TestDetail
-from posttrain_arena.trial.rubric import apply_rubric
 from posttrain_arena.trial.shell import SessionShell
 from posttrain_arena.trial.state import (
     StateTooLarge,
     clear_roots,
     fetch_state,
     put_state,
+    state_archive,
     state_roots,
 )
-from posttrain_arena.trial.verifier import (
-    LOGS_DIR,
-    VerifierCommand,
-    VerifierReading,
-    build_command,
-    env_argv,
-    read_outcome,
-)
+from posttrain_arena.trial.verification import Reading
+from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH, build_command
 
-VERIFIER_MOUNT = "/verifier"
 AGENT_GRACE_SEC = 5.0
 """How long past its deadline an agent's own code may take to return."""
 
@@ -64,72 +56,34 @@ class PhaseOutcome:
     verifier_exit_code: int | None = None
 
 
-@dataclass
-class Reading(VerifierReading):
-    """A verifier reading plus the entry point's exit status."""
-
-    exit_code: int | None = None
-
-
-@dataclass
-class TrialPlan:
-    """Everything one trial needs, resolved."""
-
-    task: TaskPackage
-    agent: Agent
-    backend: Backend
-    image: ImageRef
-    trial_id: str
-    seed: int
-    agent_timeout: float
-    network: bool
-    record: TrialRecord
-    scratch: Path
-    timings: dict[str, float]
-    agent_info: dict[str, object] = field(default_factory=dict)
-    pool: SessionPool | None = None
-    keep_agent_session: bool = False
-    """issue 14: a multi-step trial's agent session outlives a step (kill_all, no halt)."""
-
-    @property
-    def harness_cwd(self) -> str:
-        """A directory the agent cannot remove, for the harness's own commands (the
-        workdir may be gone; the local backend has no visible '/')."""
-        return "/tmp" if self.backend.name == "local" else "/"
-
-    @property
-    def pooled_logs(self) -> bool:
-        """Whether the verifier comes from the pool, its output fetched by copy (the
-        local backend cannot create /logs in a session, so it keeps the mount)."""
-        return self.pool is not None and self.backend.name != "local"
-
-    @property
-    def fresh(self) -> bool:
-        """Whether the verifier runs in a fresh session (else in the agent's)."""
-        return self.task.frontmatter.verifier.isolation.value == "fresh"
-
-    @property
-    def workdir(self) -> str:
-        return self.task.frontmatter.environment.workdir
-
-    def limits(self, *, network: bool) -> Limits:
-        env = self.task.frontmatter.environment
-        return Limits(cpus=env.cpus, memory_mb=env.memory_mb, storage_mb=env.storage_mb,
-                      pids_limit=env.pids_limit, allow_internet=network)
-
-    def labels(self, role: str) -> dict[str, str]:
-        return {"posttrain-arena.trial": self.trial_id, "posttrain-arena.role": role,
-                "posttrain-arena.task": self.task.name[:60]}
-
-
 def execute(plan: TrialPlan) -> PhaseOutcome:
-    """Run the agent and verifier phases; raise on infrastructure failure."""
-    task = plan.task
-    fresh = plan.fresh
-    roots = state_roots(plan.workdir, list(task.frontmatter.verifier.state_paths))
+    """Run the agent and verifier phases; raise on infrastructure failure. A task whose
+    image lets the agent's state stand in for the verifier's programs is refused
+    (build_failed, with the fix) before the agent starts."""
+    roots = state_roots(plan.workdir, list(plan.task.frontmatter.verifier.state_paths))
+    try:
+        return _execute(plan, roots)
+    except TaskRefused as exc:
+        return PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
+
+
+def _check_trust(plan: TrialPlan, roots: list[str], pristine: Session) -> None:
+    """TaskRefused when the pristine session's programs resolve inside a state root."""
+    known, reason = plan.trust.get(plan.image, roots)
+    if not known:
+        reason = static_reason(plan.image, roots) if plan.fresh else None
+        if reason is None:
+            path = None if plan.fresh else PINNED_PATH
+            reason = probe_reason(pristine, plan.image, roots, path=path)
+        plan.trust.put(plan.image, roots, reason)
+    if reason is not None:
+        raise TaskRefused(reason)
+
+
+def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
     sessions: list[Session] = []
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="trial")
-    verifier_future = pool.submit(_start_verifier, plan, roots) if fresh else None
+    verifier_future = pool.submit(_start_verifier, plan, roots) if plan.fresh else None
     try:
         t0 = time.monotonic()
         limits = plan.limits(network=plan.network)
@@ -140,6 +94,10 @@ def execute(plan: TrialPlan) -> PhaseOutcome:
                                                labels=plan.labels("agent"))
         sessions.append(agent_session)
         plan.timings["agent_start"] = time.monotonic() - t0
+        known, reason = plan.trust.get(plan.image, roots)
+        if not known or reason is not None:  # once per image: before the agent starts
+            pristine = verifier_future.result() if verifier_future is not None else agent_session
+            _check_trust(plan, roots, pristine)
         ended = _agent_phase(plan, agent_session)
         if ended is not None:
             return ended
@@ -147,9 +105,9 @@ def execute(plan: TrialPlan) -> PhaseOutcome:
         if verifier_future is not None:
             vsession = verifier_future.result()
             plan.timings["verifier_wait"] = time.monotonic() - t0
-            reading = _verify_fresh(plan, agent_session, vsession, roots, pool)
+            reading = _verify_fresh(plan, agent_session, vsession, roots, pool, sessions)
         else:
-            reading = shared.verify_shared(plan, agent_session, roots)
+            reading = _verify_shared(plan, agent_session, roots)
         plan.timings["verify"] = time.monotonic() - t0
         outcome = Outcome.SCORED if reading.reward is not None else Outcome.VERIFIER_ERROR
         return PhaseOutcome(outcome, reading.reward, reading.reason, reading.details,
@@ -165,42 +123,37 @@ def execute(plan: TrialPlan) -> PhaseOutcome:
         _stop_all(pool, sessions)
 
 
-def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
-    """The verifier's pristine session, its state roots emptied. With a warm pool (and
-    a backend whose sessions can hold /logs), it comes from the pool and the output
-    directory is fetched by copy; otherwise the record's folder is mounted there."""
-    t0 = time.monotonic()
-    mounts = [
-        # issue 14: the layout says where (Harbor's test.sh names /tests)
+def _verifier_mounts(plan: TrialPlan) -> list[Mount]:
+    return [
         Mount(source=plan.task.verifier_dir.resolve(), target=plan.task.verifier_mount,
               read_only=True),
         Mount(source=harness_bundle(), target=HARNESS_DIR, read_only=True),
     ]
+
+
+def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
+    """The verifier's pristine session (from the warm pool when there is one). Where the
+    backend copies files on the host, its state roots are emptied now, while the agent
+    works; otherwise the exec that brings the agent's state in does it (`onecall`)."""
+    t0 = time.monotonic()
     limits = plan.limits(network=False)
-    if plan.pooled_logs:
-        assert plan.pool is not None
-        session = plan.pool.take(plan.image, limits, plan.labels("verifier"), mounts=mounts,
-                                 role="verifier",
-                                 prepare=lambda s: _prepare_pooled_verifier(s, roots))
+    prepare = (lambda s: clear_roots(s, roots, logs=LOGS_DIR)) \
+        if plan.backend.host_copies else None
+    if plan.pool is not None:
+        session = plan.pool.take(plan.image, limits, plan.labels("verifier"),
+                                 mounts=_verifier_mounts(plan), role="verifier",
+                                 prepare=prepare)
     else:
-        mounts.append(Mount(source=plan.record.verifier_dir.resolve(), target=LOGS_DIR,
-                            read_only=False))
-        session = plan.backend.start(plan.image, limits=limits, mounts=mounts,
+        session = plan.backend.start(plan.image, limits=limits, mounts=_verifier_mounts(plan),
                                      labels=plan.labels("verifier"))
-        try:
-            clear_roots(session, roots)
-        except BaseException:
-            session.stop()
-            raise
+        if prepare is not None:
+            try:
+                prepare(session)
+            except BaseException:
+                session.stop()
+                raise
     plan.timings["verifier_start"] = time.monotonic() - t0
     return session
-
-
-def _prepare_pooled_verifier(session: Session, roots: list[str]) -> None:
-    """Empty a pooled verifier session's state roots and create its output directory,
-    unless its verification exec will do that itself (`onecall`)."""
-    if not onecall.takes_stdin(session):
-        clear_roots(session, roots, logs=LOGS_DIR)
 
 
 def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
@@ -236,7 +189,11 @@ def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
     plan.record.write_transcript(transcript)
     info = dict(run.info) if isinstance(run, AgentRun) else {}
     info["commands"] = info.get("commands", shell.commands)
+    if shell.broken is not None:
+        info["sandbox_broken"] = shell.broken
     plan.agent_info = info
+    if shell.broken is not None:
+        _raise_unless_healthy(plan, shell.broken)
     timed_out = thread.is_alive() or shell.deadline_hit or time.monotonic() > deadline + 1.0
     if timed_out:
         return PhaseOutcome(Outcome.AGENT_TIMEOUT, reason=(
@@ -252,30 +209,39 @@ def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
     return None
 
 
+def _raise_unless_healthy(plan: TrialPlan, what: str) -> None:
+    """A session stopped running commands: the agent's doing when the backend itself
+    still works (then the trial goes on and is scored), else the host's (SandboxError:
+    infra_error)."""
+    works, why = plan.backend.available()
+    if not works:
+        raise SandboxError(f"the sandbox backend stopped working ({why}); {what}")
+
+
 def _end_agent_processes(plan: TrialPlan, session: Session) -> None:
     """End every process the agent started. With fresh verification the agent's session
-    only has its state read from now on, so a backend that can halt it (docker: one
-    SIGKILL of the container, its files kept readable) does so; otherwise, and for
-    shared verification, which goes on in this session, kill_all."""
-    halt = getattr(session, "halt", None)
-    if plan.fresh and callable(halt) and not plan.keep_agent_session:
-        halt()
+    only has its state read from now on, so it is halted (every process ended for
+    good, its files kept); for shared verification, which goes on in this session,
+    kill_all. A multi-step trial's session outlives each step but the last (kill_all)."""
+    if plan.fresh and not plan.keep_agent_session:
+        session.halt()
     else:
         session.kill_all()
 
 
 def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
-                  roots: list[str], pool: ThreadPoolExecutor) -> Reading:
-    """Move the state roots into the verifier's pristine session and verify there. Where
-    that session takes stdin, one exec moves the state in, verifies and returns the
-    output (`onecall`); otherwise, or when that cannot restore the state, plain copies."""
+                  roots: list[str], pool: ThreadPoolExecutor,
+                  sessions: list[Session]) -> Reading:
+    """Move the state roots into the verifier's pristine session and verify there: by
+    host copies where the backend has them; else in one exec when the state is small
+    (`onecall`), else (or when the image cannot restore it that way) by plain copies
+    into a new pristine session."""
     t0 = time.monotonic()
     storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
     try:
-        report = fetch_state(agent_session, roots, plan.scratch, max_kbytes=storage_kb,
-                             cwd=plan.harness_cwd)
-    except StateTooLarge as exc:
-        return Reading(None, str(exc))
+        report = fetch_state(agent_session, roots, plan.scratch, max_kbytes=storage_kb)
+    except (StateTooLarge, TransferLimit) as exc:
+        return Reading(0.0, f"the agent's final state cannot be verified: {exc}")
     # No longer needed: let it go while the verifier runs (execute's finally waits).
     pool.submit(agent_session.stop)
     if report.dropped_links:
@@ -283,51 +249,40 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     command = build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
                             harness_dir=HARNESS_DIR, workdir=plan.workdir,
                             base_env=dict(plan.image.env), isolate_site=False)
-    if plan.pooled_logs and onecall.takes_stdin(vsession):  # not prepared by the pool
-        if onecall.supported(vsession, report):
-            plan.timings["state_copy"] = time.monotonic() - t0
-            reading = onecall.verify_with_state(plan, vsession, command, report, roots,
-                                                plan.record.verifier_dir)
-            if reading is not None:
-                return reading
-            # the verifier did not run: start over from emptied roots and output
-            vsession.exec(["rm", "-rf", "--", LOGS_DIR], timeout=60, user="root",
-                          workdir=plan.harness_cwd)
-            report.copied.clear()
-        clear_roots(vsession, roots, logs=LOGS_DIR)
+    if plan.backend.host_copies:  # emptied at start; plain host copies are cheapest
+        put_state(vsession, report)
+        plan.timings["state_copy"] = time.monotonic() - t0
+        reading = verification.run(plan, vsession, command)
+        assert reading is not None  # no prefix: the verifier always ran
+        return reading
+    if report.kbytes * 1024 <= onecall.MAX_STATE_BYTES:
+        plan.timings["state_copy"] = time.monotonic() - t0
+        reading = verification.run(plan, vsession, command, prefix=onecall.wrapper(roots),
+                                   stdin=state_archive(report),
+                                   prefix_failed=onecall.STATE_FAILED)
+        if reading is not None:
+            report.copied.extend(report.hosts)
+            return reading
+        # the image could not restore the state that way: a new pristine session
+        vsession = plan.backend.start(plan.image, limits=plan.limits(network=False),
+                                      mounts=_verifier_mounts(plan),
+                                      labels=plan.labels("verifier"))
+        sessions.append(vsession)
+    clear_roots(vsession, roots, logs=LOGS_DIR)
     put_state(vsession, report)
     plan.timings["state_copy"] = time.monotonic() - t0
-    return run_verifier(plan, vsession, command, plan.record.verifier_dir,
-                        fetch_from=LOGS_DIR if plan.pooled_logs else None)
+    reading = verification.run(plan, vsession, command)
+    assert reading is not None  # no prefix: the verifier always ran
+    return reading
 
 
-def run_verifier(plan: TrialPlan, session: Session, command: VerifierCommand, logs: Path,
-                 fetch_from: str | None = None) -> Reading:
-    """Run the verifier command in `session`, keep its output, read its reward.
-    With `fetch_from`, that output directory is copied out of the session first."""
-    timeout = plan.task.frontmatter.verifier.timeout_sec
-    result = session.exec(env_argv(command), timeout=timeout, workdir=command.workdir,
-                          user="root")
-    if fetch_from is not None:
-        shared.fetch_logs(session, fetch_from, logs, plan.scratch)
-    return read_verifier(plan, command, logs, result)
-
-
-def read_verifier(plan: TrialPlan, command: VerifierCommand, logs: Path,
-                  result: ExecResult) -> Reading:
-    """Keep a finished verifier's output in the record and read its reward from `logs`
-    (on the host)."""
-    timeout = plan.task.frontmatter.verifier.timeout_sec
-    plan.record.write_text("stdout.txt", result.stdout)
-    plan.record.write_text("stderr.txt", result.stderr)
-    reading = read_outcome(logs, exit_code=result.exit_code, timed_out=result.timed_out,
-                           timeout=timeout, pytest_only=command.pytest_only,
-                           stderr_tail=result.stderr or result.stdout)
-    # issue 14 hook: a verifier.md rubric makes the reward from reward.json's dimensions
-    reading = apply_rubric(plan.task.rubric, logs, reading, exited_normally=(
-        not result.timed_out and result.exit_code in ((0, 1) if command.pytest_only else (0,))))
-    return Reading(reading.reward, reading.reason, reading.details,
-                   exit_code=None if result.timed_out else result.exit_code)
+def _verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Reading:
+    """Shared-mode verification; a session the agent wrecked is the agent's 0."""
+    try:
+        return shared.verify_shared(plan, session, roots)
+    except SandboxError as exc:
+        _raise_unless_healthy(plan, str(exc))
+        return Reading(0.0, f"the agent left its session unable to run the verifier: {exc}")
 
 
 def _stop_all(pool: ThreadPoolExecutor, sessions: list[Session]) -> None:

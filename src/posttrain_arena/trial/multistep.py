@@ -8,7 +8,7 @@ after each step every agent process is ended, the state roots are copied into a 
 session from the pristine image, and the step's verifier folder (the task's, with the
 step's files layered over it) scores them there, exactly as a one-step trial's
 verifier would. The phases are lifecycle's own (`_agent_phase`, `_start_verifier`,
-`run_verifier`), so isolation, limits, deadlines and reward reading are the same code.
+`verification.run`), so isolation, limits, deadlines and reward reading are the same code.
 A step that times out ends the trial (`agent_timeout`); a step without a reward makes
 it a verifier error naming the step. The reward is the steps' mean, or the last one's.
 The trial's transcript holds every step's messages, in order.
@@ -23,15 +23,22 @@ import time
 from pathlib import Path
 
 from posttrain_arena.agents.transcript import Transcript
-from posttrain_arena.sandbox.base import Session
+from posttrain_arena.sandbox.base import Session, TransferLimit
 from posttrain_arena.spec.body import Section, TaskBody
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.spec.steps import Step, aggregate
-from posttrain_arena.trial import lifecycle
+from posttrain_arena.trial import lifecycle, verification
 from posttrain_arena.trial.harness import HARNESS_DIR
+from posttrain_arena.trial.pristine import TaskRefused
 from posttrain_arena.trial.result import Outcome, TestDetail
-from posttrain_arena.trial.state import StateTooLarge, fetch_state, put_state, state_roots
-from posttrain_arena.trial.verifier import build_command
+from posttrain_arena.trial.state import (
+    StateTooLarge,
+    clear_roots,
+    fetch_state,
+    put_state,
+    state_roots,
+)
+from posttrain_arena.trial.verifier import LOGS_DIR, build_command
 
 NO_SOLUTION = "#!/bin/bash\n# this step has no reference solution: nothing to do\n"
 
@@ -44,6 +51,12 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
     session = plan.backend.start(plan.image, limits=plan.limits(network=plan.network),
                                  labels=plan.labels("agent"))
     plan.timings["agent_start"] = time.monotonic() - t0
+    try:  # the same refusal as a one-step trial: the session is pristine until step 1
+        lifecycle._check_trust(plan, roots, session)
+    except TaskRefused as exc:
+        with contextlib.suppress(Exception):
+            session.stop()
+        return lifecycle.PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
     rewards: list[float] = []
     details: list[TestDetail] = []
     combined = Transcript()
@@ -91,7 +104,7 @@ def _keep_transcript(plan: lifecycle.TrialPlan, combined: Transcript) -> None:
 
 
 def _verify_step(plan: lifecycle.TrialPlan, session: Session, roots: list[str],
-                 index: int) -> lifecycle.Reading:
+                 index: int) -> verification.Reading:
     """The step's verifier in a fresh session, on a copy of the agent's state."""
     logs = plan.record.verifier_dir
     for stale in logs.iterdir() if logs.is_dir() else []:  # the last step's reward
@@ -100,16 +113,20 @@ def _verify_step(plan: lifecycle.TrialPlan, session: Session, roots: list[str],
     storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
     try:
         report = fetch_state(session, roots, plan.scratch / f"state-{index}",
-                             max_kbytes=storage_kb, cwd=plan.harness_cwd)
-    except StateTooLarge as exc:
-        return lifecycle.Reading(None, str(exc))
+                             max_kbytes=storage_kb)
+    except (StateTooLarge, TransferLimit) as exc:
+        return verification.Reading(0.0, f"the agent's final state cannot be verified: {exc}")
     vsession = lifecycle._start_verifier(plan, roots)
     try:
+        if not plan.backend.host_copies:  # emptied at start only where the host copies
+            clear_roots(vsession, roots, logs=LOGS_DIR)
         put_state(vsession, report)
         command = build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
                                 harness_dir=HARNESS_DIR, workdir=plan.workdir,
                                 base_env=dict(plan.image.env), isolate_site=False)
-        return lifecycle.run_verifier(plan, vsession, command, logs)
+        reading = verification.run(plan, vsession, command)
+        assert reading is not None  # no prefix: the verifier always ran
+        return reading
     finally:
         vsession.stop()
 

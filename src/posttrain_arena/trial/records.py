@@ -6,13 +6,16 @@ A record is a directory named by the trial id under a records root:
     <root>/<trial_id>/result.json      the TrialResult (timings, reward, outcome, reason)
     <root>/<trial_id>/transcript.json  the agent's transcript
     <root>/<trial_id>/verifier/        the verifier's stdout, stderr, reward files, ctrf.json
+
+No sandbox ever has a record directory mounted: the verifier's output is copied in
+(regular files only) after its session has been halted, and every write here goes
+through `hostfiles.write_file`, which never follows a link.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain_arena.agents.transcript import Transcript
+from posttrain_arena.trial.hostfiles import write_file
 from posttrain_arena.trial.result import TrialResult
 
 
@@ -80,6 +84,4 @@ def read_result(record_dir: Path) -> TrialResult:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_file(path, text)

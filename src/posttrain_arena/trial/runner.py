@@ -25,6 +25,7 @@ from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.trial import lifecycle, multistep
 from posttrain_arena.trial.journal import Journal
 from posttrain_arena.trial.pool import SessionPool
+from posttrain_arena.trial.pristine import TrustCache
 from posttrain_arena.trial.records import TrialConfig, TrialRecord, trial_id
 from posttrain_arena.trial.result import Outcome, TrialResult
 
@@ -33,6 +34,10 @@ __all__ = ["TrialRunner", "trial_id"]
 
 class _BuildFailed(Exception):
     """A cached build failure: every trial of that context reports it without rebuilding."""
+
+
+class _NetworkRefused(Exception):
+    """The task needs network and the operator did not allow it."""
 
 
 class TrialRunner:
@@ -44,13 +49,15 @@ class TrialRunner:
         *,
         records_root: Path | None = None,
         journal: Journal | None = None,
-        allow_network: bool | None = None,
+        allow_network: bool = False,
         warm_pool: bool = True,
     ) -> None:
         """`backend`: "auto", "docker", "local" or a Backend object. `records_root`: keep
-        a record directory per trial there (else none is kept). `allow_network`: None
-        follows each task's `environment.allow_internet`; True/False overrides it for
-        the agent phase (the verifier never has network). `warm_pool`: keep one
+        a record directory per trial there (else none is kept). `allow_network`: the
+        operator's permission for network: a task with `environment.allow_internet:
+        true` gets network in its agent phase only when it is True, and is refused
+        (build_failed, with the reason) otherwise; other tasks never get network, nor
+        does any verifier. `warm_pool`: keep one
         pre-started pristine agent session per environment ready for the next trial."""
         if isinstance(backend, str):
             from posttrain_arena.sandbox import get_backend
@@ -61,6 +68,7 @@ class TrialRunner:
         self.journal = journal
         self.allow_network = allow_network
         self.pool = SessionPool(backend) if warm_pool else None
+        self.trust = TrustCache()
         self._lock = threading.Lock()
         self._context_of: dict[str, str] = {}
         self._images: dict[str, ImageRef] = {}
@@ -123,8 +131,8 @@ class TrialRunner:
     def _run(self, task: TaskPackage, agent: Agent, tid: str, seed: int,
              agent_timeout: float | None) -> TrialResult:
         fm = task.frontmatter
-        network = fm.environment.allow_internet if self.allow_network is None \
-            else self.allow_network
+        network = fm.environment.allow_internet and self.allow_network
+        refused = fm.environment.allow_internet and not self.allow_network
         timeout = agent_timeout if agent_timeout is not None else fm.agent.timeout_sec
         started = datetime.now(UTC).isoformat(timespec="seconds")
         t_start = time.monotonic()
@@ -143,6 +151,11 @@ class TrialRunner:
         ))
         image: ImageRef | None = None
         try:
+            if refused:
+                raise _NetworkRefused(
+                    "refused: the task asks for the internet (environment.allow_internet: "
+                    "true) and the operator did not allow it; pass --allow-internet (or "
+                    "runtime.allow_internet = true in the recipe) to run it with network")
             t0 = time.monotonic()
             try:
                 image = self.image_for(task)
@@ -151,10 +164,12 @@ class TrialRunner:
             plan = lifecycle.TrialPlan(
                 task=task, agent=agent, backend=self.backend, image=image, trial_id=tid,
                 seed=seed, agent_timeout=timeout, network=network, record=record,
-                scratch=scratch, timings=timings, pool=self.pool,
+                scratch=scratch, timings=timings, pool=self.pool, trust=self.trust,
             )
             # issue 14: multi-step tasks run step by step on the same machinery
             phase = (multistep.execute if task.steps else lifecycle.execute)(plan)
+        except _NetworkRefused as exc:
+            phase = lifecycle.PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
         except (BuildError, _BuildFailed) as exc:
             phase = lifecycle.PhaseOutcome(Outcome.BUILD_FAILED,
                                            reason=f"the environment did not build: {exc}")

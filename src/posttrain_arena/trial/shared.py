@@ -24,14 +24,13 @@ agent had access to.
 from __future__ import annotations
 
 import secrets
-import shutil
-import stat
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from posttrain_arena.sandbox.base import Session
+from posttrain_arena.trial import verification
 from posttrain_arena.trial.harness import harness_bundle
-from posttrain_arena.trial.verifier import LOGS_DIR, build_command
+from posttrain_arena.trial.plan import HARNESS_CWD, TrialPlan
+from posttrain_arena.trial.verification import Reading
+from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH, build_command
 
 RUNTIME_PREFIXES = (
     "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/", "/bin/", "/sbin/",
@@ -40,9 +39,6 @@ RUNTIME_PREFIXES = (
     "/etc/ld.so.",
 )
 """Where the verifier's runtime lives: a change there voids shared-mode verification."""
-
-if TYPE_CHECKING:
-    from posttrain_arena.trial.lifecycle import Reading, TrialPlan
 
 _PREPARE = r"""
 vroot=$1; logs=$2; workdir=$3; shift 3
@@ -66,9 +62,7 @@ done
 
 
 def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Reading:
-    """Harden the agent's session and run the verifier in it."""
-    from posttrain_arena.trial.lifecycle import Reading, run_verifier
-
+    """Harden the agent's session and run the verifier in it (then halt it)."""
     tampered = runtime_changes(session)
     if tampered:
         shown = ", ".join(tampered[:5]) + (" ..." if len(tampered) > 5 else "")
@@ -78,11 +72,12 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
     vroot = f"/tmp/.arena-verify-{secrets.token_hex(8)}"
     prep = session.exec(["/bin/sh", "-c", _PREPARE, "sh", vroot, LOGS_DIR, plan.workdir,
                          *roots],
-                        timeout=120, user="root", workdir=plan.harness_cwd)
+                        timeout=120, user="root", workdir=HARNESS_CWD,
+                        env={"PATH": PINNED_PATH})
     if prep.exit_code != 0:
         # The same session ran the agent a moment ago: if it cannot run this now, the
         # agent wrecked it. That is the agent's result, not an infrastructure failure.
-        return Reading(None, "the agent's session can no longer run the verifier "
+        return Reading(0.0, "the agent's session can no longer run the verifier "
                              f"(exit {prep.exit_code}: {(prep.stderr or prep.stdout)[-300:]})")
     logs = LOGS_DIR
     dropped = []
@@ -94,7 +89,7 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
             dropped.append(value)
     if logs != LOGS_DIR:
         session.exec(["mkdir", "-p", "-m", "0755", logs], timeout=30, user="root",
-                     workdir=plan.harness_cwd)
+                     workdir=HARNESS_CWD, env={"PATH": PINNED_PATH})
     if dropped:
         plan.record.write_text("dropped_links.txt", "\n".join(dropped) + "\n")
     session.copy_in(plan.task.verifier_dir, f"{vroot}/verifier")
@@ -103,26 +98,12 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
                             harness_dir=f"{vroot}/harness", workdir=plan.workdir,
                             base_env=None, isolate_site=True, logs_dir=logs,
                             pycache_prefix=f"{vroot}/pycache")
-    return run_verifier(plan, session, command, plan.record.verifier_dir, fetch_from=logs)
+    reading = verification.run(plan, session, command)
+    assert reading is not None  # no prefix: the verifier always ran
+    return reading
 
 
 def runtime_changes(session: Session) -> list[str]:
-    """Runtime paths the agent changed, where the backend can tell from outside."""
-    changed = getattr(session, "changed_paths", None)
-    if not callable(changed):
-        return []
-    paths: list[str] = changed()
-    return sorted(p for p in paths
+    """Runtime paths the agent changed, as the backend sees them from outside."""
+    return sorted(p for p in session.changed_paths()
                   if p.startswith(RUNTIME_PREFIXES) and "/__pycache__/" not in p)
-
-
-def fetch_logs(session: Session, logs: str, dest: Path, scratch: Path) -> None:
-    """Copy the verifier's output directory out of the session: regular files only."""
-    staging = scratch / "logs"
-    session.copy_out(logs, staging)
-    if not staging.is_dir() or staging.is_symlink():
-        return
-    for entry in staging.iterdir():
-        info = entry.lstat()
-        if stat.S_ISREG(info.st_mode) and info.st_size <= 64 << 20:
-            shutil.copyfile(entry, dest / entry.name)

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import cast
 
 from posttrain_arena.agents.base import ShellResult
-from posttrain_arena.sandbox.base import ExecResult, Session
+from posttrain_arena.sandbox.base import ExecResult, SandboxError, Session
+
+BROKEN_EXIT = 125
+"""Exit status of a command the session could no longer run (the agent wrecked it)."""
 
 
 class ShellClosed(RuntimeError):
@@ -35,6 +38,8 @@ class SessionShell:
         self._closed = False
         self.deadline_hit = False
         self.commands = 0
+        self.broken: str | None = None
+        """Why the session stopped running commands, once it has (see exec)."""
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""
@@ -54,9 +59,18 @@ class SessionShell:
             return cast(ShellResult, ExecResult(exit_code=124, stdout="",
                                                 stderr="deadline reached\n", timed_out=True))
         capped = left if timeout is None else min(timeout, left)
-        result = self._session.exec(
-            command, timeout=capped, env={**self._env, **(env or {})}, workdir=self.workdir
-        )
+        try:
+            result = self._session.exec(
+                command, timeout=capped, env={**self._env, **(env or {})},
+                workdir=self.workdir)
+        except SandboxError as exc:
+            # The session no longer runs commands (its PID 1 killed, its workdir gone):
+            # the agent sees that as any failed command and may go on; the phase decides
+            # afterwards whether the backend or the agent broke it.
+            self.broken = self.broken or str(exc)
+            return cast(ShellResult, ExecResult(
+                exit_code=BROKEN_EXIT, stdout="",
+                stderr=f"[posttrain-arena: the sandbox cannot run commands: {exc}]\n"))
         if result.timed_out and (timeout is None or timeout >= left):
             self.deadline_hit = True
         return cast(ShellResult, result)
@@ -66,13 +80,9 @@ class SessionShell:
         with self._lock:
             if self._closed:
                 raise ShellClosed("the agent phase is over")
-        # into the agent's own session, its own tar may do it (docker: one exec instead
-        # of the engine's slower archive upload); bounded by the phase's deadline
-        by_exec = getattr(self._session, "copy_in_by_exec", None)
-        if callable(by_exec) and self.remaining() > 0:
-            by_exec(src, dest, timeout=self.remaining())
-        else:
-            self._session.copy_in(src, dest)
+        # into the agent's own session, its own tools may do it (docker: one exec
+        # instead of the engine's slower archive upload)
+        self._session.copy_in(src, dest, own_tools=True)
 
     def close(self) -> None:
         """End the agent's access to the session."""

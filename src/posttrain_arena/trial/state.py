@@ -13,13 +13,22 @@ import io
 import os
 import posixpath
 import tarfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posttrain_arena.sandbox.base import SandboxError, Session
+from posttrain_arena.sandbox.base import MissingPath, SandboxError, Session, TransferBounds
+from posttrain_arena.spec.trust import DEFAULT_PATH, state_roots
 
-SYSTEM_PREFIXES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/proc",
-                   "/sys", "/dev", "/boot", "/run", "/var/lib/dpkg", "/var/lib/apt")
+__all__ = ["StateReport", "StateTooLarge", "clear_roots", "fetch_state", "put_state",
+           "state_archive", "state_roots"]
+
+
+MAX_STATE_ENTRIES = 100_000
+"""Files, directories and links the agent's state may hold, all roots together."""
+
+STATE_COPY_SEC = 60.0
+"""Deadline for fetching the agent's state out of its session."""
 
 
 class StateTooLarge(Exception):
@@ -37,20 +46,6 @@ class StateReport:
     hosts: dict[str, Path] = field(default_factory=dict)
 
 
-def state_roots(workdir: str, state_paths: list[str]) -> list[str]:
-    """The normalized state roots, system paths and duplicates removed, outermost first."""
-    roots: list[str] = []
-    for raw in [workdir, *state_paths]:
-        path = posixpath.normpath(raw)
-        if path == "/" or any(path == p or path.startswith(p + "/") for p in SYSTEM_PREFIXES):
-            continue
-        if any(path == r or path.startswith(r + "/") for r in roots):
-            continue
-        roots = [r for r in roots if not r.startswith(path + "/")]
-        roots.append(path)
-    return sorted(roots)
-
-
 CLEAR_SCRIPT = (
     'for p in "$@"; do if [ -d "$p" ] && [ ! -L "$p" ]; then '
     'find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + ; else rm -rf -- "$p"; fi; done'
@@ -63,37 +58,34 @@ def clear_roots(session: Session, roots: list[str], *, logs: str | None = None) 
     (and create an empty verifier output directory `logs`, when given)."""
     script = CLEAR_SCRIPT + (f'; mkdir -p -m 0755 "{logs}"' if logs else "")
     if roots or logs:
+        # the system's tools, never the image's PATH (which may lie in a state root)
         result = session.exec(["/bin/sh", "-c", script, "sh", *roots], timeout=120,
-                              user="root")
+                              user="root", workdir="/", env={"PATH": DEFAULT_PATH})
         if result.exit_code != 0:
             raise SandboxError(f"cannot prepare the verifier's session: {result.stderr[-300:]}")
 
 
-def copy_state(agent: Session, verifier: Session, roots: list[str], scratch: Path,
-               *, max_kbytes: int, cwd: str = "/") -> StateReport:
-    """Copy each existing root from the agent's session into the (cleared) verifier's."""
-    report = fetch_state(agent, roots, scratch, max_kbytes=max_kbytes, cwd=cwd)
-    put_state(verifier, report)
-    return report
-
-
-def fetch_state(agent: Session, roots: list[str], scratch: Path, *, max_kbytes: int,
-                cwd: str = "/") -> StateReport:
-    """Copy each existing root out of the agent's session into `scratch`, check the
-    size, drop the links that escape the roots (StateTooLarge when too large)."""
+def fetch_state(agent: Session, roots: list[str], scratch: Path, *,
+                max_kbytes: int) -> StateReport:
+    """Copy each existing root out of the agent's (halted or idle) session into
+    `scratch`, within the state bounds (the task's storage limit, MAX_STATE_ENTRIES,
+    STATE_COPY_SEC: TransferLimit or StateTooLarge past them), and drop the links
+    that escape the roots."""
     report = StateReport()
     hosts: dict[str, Path] = {}
+    deadline = time.monotonic() + STATE_COPY_SEC
+    entries, kbytes = MAX_STATE_ENTRIES, max_kbytes
     for i, root in enumerate(roots):
         host = scratch / f"state-{i}"
+        bounds = TransferBounds(max_entries=entries, max_bytes=kbytes * 1024,
+                                deadline=deadline)
         try:
-            agent.copy_out(root, host)
-        except SandboxError as exc:
-            # a backend that can tell a missing path apart says so (and may no longer
-            # run commands, e.g. a halted docker session); else ask the session
-            if not getattr(exc, "missing", False) and _exists(agent, root, cwd):
-                raise
+            agent.copy_out(root, host, bounds=bounds)
+        except MissingPath:
             continue  # the agent removed it: the verifier sees it absent too
         hosts[root] = host
+        used_entries, used_kb = _count(host)
+        entries, kbytes = entries - used_entries, kbytes - used_kb
     report.kbytes = sum(_kbytes(h) for h in hosts.values())
     if report.kbytes > max_kbytes:
         raise StateTooLarge(
@@ -122,10 +114,15 @@ def state_archive(report: StateReport) -> bytes:
     return buf.getvalue()
 
 
-def _exists(session: Session, path: str, cwd: str) -> bool:
-    probe = session.exec(["/bin/sh", "-c", '[ -e "$1" ] || [ -L "$1" ]', "sh", path],
-                         timeout=60, user="root", workdir=cwd)
-    return probe.exit_code == 0
+def _count(root: Path) -> tuple[int, int]:
+    """(entries, KiB of file data) under a host copy."""
+    entries, total = 1, 0
+    for dirpath, dirs, files in os.walk(root):
+        entries += len(dirs) + len(files)
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return entries, total // 1024
 
 
 def _kbytes(root: Path) -> int:

@@ -10,9 +10,11 @@ Entry points (spec.VerifierKind):
   (tests failed) is 0.0, anything else a verifier error.
 
 Commands are argv lists started through `env -i`, never `bash -lc`, so nothing in the
-agent's workspace (.profile, .bashrc, BASH_ENV) takes part. The reward is read on the
-host from the output directory after the verifier ended: reward.json `{"reward": x}`
-first, else reward.txt; a value outside [0, 1], a missing or unparsable reward is a
+agent's workspace (.profile, .bashrc, BASH_ENV) takes part, under the harness's
+supervisor (`supervise.py`, see `supervised_argv`). The reward is read on the host from
+a copy of the output directory taken after the verifier's session was halted. It has
+one source: reward.txt, reward.json `{"reward": x}`, or both holding the same value;
+two files that disagree, a value outside [0, 1], a missing or unparsable reward are a
 verifier error with the reason. CTRF JSON, when written, becomes per-test details.
 """
 
@@ -20,12 +22,12 @@ from __future__ import annotations
 
 import json
 import math
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain_arena.spec.package import VerifierKind
+from posttrain_arena.trial.hostfiles import NotRegular, read_regular, write_file
 from posttrain_arena.trial.result import TestDetail
 
 LOGS_DIR = "/logs/verifier"
@@ -48,6 +50,8 @@ class VerifierCommand:
     argv: list[str]
     env: dict[str, str]
     workdir: str
+    harness_dir: str
+    logs_dir: str
     pytest_only: bool = False
 
 
@@ -101,18 +105,28 @@ def build_command(
     if kind is VerifierKind.VERIFIER_PY:
         script = f"{verifier_dir}/verifier.py"
         argv = [*py, f"{harness_dir}/run_python.py", script] if isolate_site else [*py, script]
-        return VerifierCommand(argv, env, workdir)
+        return VerifierCommand(argv, env, workdir, harness_dir, logs_dir)
     if kind is VerifierKind.TEST_SH:
         return VerifierCommand(["bash", "--noprofile", "--norc", f"{verifier_dir}/test.sh"],
-                               env, workdir)
+                               env, workdir, harness_dir, logs_dir)
     argv = ["sh", pytest_bin, "--ctrf", ctrf, f"{verifier_dir}/test_outputs.py", "-rA", "-v"]
-    return VerifierCommand(argv, env, workdir, pytest_only=True)
+    return VerifierCommand(argv, env, workdir, harness_dir, logs_dir, pytest_only=True)
 
 
 def env_argv(command: VerifierCommand) -> list[str]:
     """argv that starts the command with exactly its environment (`env -i K=V ... argv`)."""
     pairs = [f"{k}={v}" for k, v in sorted(command.env.items())]
     return ["/usr/bin/env", "-i", *pairs, *command.argv]
+
+
+def supervised_argv(command: VerifierCommand) -> list[str]:
+    """argv that runs the command under the harness's supervisor (`supervise.py` from
+    the harness bundle, with the system's python3 and nothing from the environment):
+    every process the verifier starts ends before the supervisor exits, and one that
+    outlives its parent is recorded in its status file."""
+    return ["/usr/bin/env", "-i", f"PATH={PINNED_PATH}", "python3", "-I", "-S", "-B",
+            f"{command.harness_dir}/supervise.py", command.logs_dir, "--",
+            *env_argv(command)]
 
 
 @dataclass
@@ -128,14 +142,15 @@ def read_outcome(
     logs: Path, *, exit_code: int, timed_out: bool, timeout: float, pytest_only: bool,
     stderr_tail: str = "",
 ) -> VerifierReading:
-    """Interpret a finished verifier: its exit, then its reward files, then CTRF."""
+    """Interpret a finished verifier: its exit, then its reward files, then CTRF.
+    `logs` is the host copy of its output directory (in the trial's record)."""
     details = read_ctrf(logs / "ctrf.json")
     if timed_out:
         return VerifierReading(None, f"the verifier ran past its {timeout:g} s limit", details)
     if pytest_only:
         if exit_code in (0, 1):
             reward = 1.0 if exit_code == 0 else 0.0
-            (logs / "reward.txt").write_text(f"{reward}\n")
+            write_file(logs / "reward.txt", f"{reward}\n")
             return VerifierReading(reward, None, details)
         why = _PYTEST_EXIT.get(exit_code, f"pytest exited with status {exit_code}")
         return VerifierReading(None, f"{why}{_tail(stderr_tail)}", details)
@@ -148,42 +163,53 @@ def read_outcome(
 
 
 def read_reward(logs: Path) -> tuple[float | None, str | None]:
-    """(reward, None) from reward.json or reward.txt, else (None, why)."""
-    for name in ("reward.json", "reward.txt"):
-        path = logs / name
-        try:
-            info = path.lstat()
-        except FileNotFoundError:
-            continue
-        if not stat.S_ISREG(info.st_mode):
-            return None, f"{LOGS_DIR}/{name} is not a regular file"
-        if info.st_size > 65_536:
-            return None, f"{LOGS_DIR}/{name} is too large ({info.st_size} bytes)"
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-        try:
-            if name == "reward.json":
-                data = json.loads(text)
-                value = data.get("reward") if isinstance(data, dict) else None
-                if isinstance(value, bool) or not isinstance(value, int | float):
-                    why = f'has no numeric "reward" (got {text[:80]!r})'
-                    return None, f"{LOGS_DIR}/reward.json {why}"
-                reward = float(value)
-            else:
-                reward = float(text)
-        except ValueError:
-            return None, f"{LOGS_DIR}/{name} is not a number (got {text[:80]!r})"
-        if math.isnan(reward) or not 0.0 <= reward <= 1.0:
-            return None, f"{LOGS_DIR}/{name} holds {reward}, outside [0, 1]"
-        return reward, None
-    return None, f"the verifier wrote no reward ({LOGS_DIR}/reward.txt or reward.json)"
+    """(reward, None) from reward.txt and/or reward.json, else (None, why). When both
+    exist they must hold the same value: the reward has one source."""
+    found: dict[str, float] = {}
+    for name in ("reward.txt", "reward.json"):
+        value, reason = _read_one(logs / name)
+        if reason is not None:
+            return None, reason
+        if value is not None:
+            found[name] = value
+    if not found:
+        return None, f"the verifier wrote no reward ({LOGS_DIR}/reward.txt or reward.json)"
+    if len(set(found.values())) > 1:
+        return None, (f"{LOGS_DIR}/reward.txt holds {found['reward.txt']:g} but reward.json "
+                      f"holds {found['reward.json']:g}; the reward must have one source, so "
+                      "neither is taken")
+    return next(iter(found.values())), None
+
+
+def _read_one(path: Path) -> tuple[float | None, str | None]:
+    """(value, None), (None, None) when absent, or (None, why)."""
+    name = path.name
+    try:
+        text = read_regular(path, limit=65_536).decode("utf-8", errors="replace").strip()
+    except FileNotFoundError:
+        return None, None
+    except NotRegular as exc:
+        return None, f"{LOGS_DIR}/{name}: {exc}"
+    try:
+        if name == "reward.json":
+            data = json.loads(text)
+            value = data.get("reward") if isinstance(data, dict) else None
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return None, f'{LOGS_DIR}/reward.json has no numeric "reward" (got {text[:80]!r})'
+            reward = float(value)
+        else:
+            reward = float(text)
+    except ValueError:
+        return None, f"{LOGS_DIR}/{name} is not a number (got {text[:80]!r})"
+    if math.isnan(reward) or not 0.0 <= reward <= 1.0:
+        return None, f"{LOGS_DIR}/{name} holds {reward}, outside [0, 1]"
+    return reward, None
 
 
 def read_ctrf(path: Path) -> list[TestDetail]:
     """Per-test details from a CTRF JSON report; [] when absent or malformed."""
     try:
-        if not path.is_file() or path.is_symlink() or path.stat().st_size > 16 << 20:
-            return []
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        data = json.loads(read_regular(path, limit=16 << 20).decode("utf-8", errors="replace"))
         tests = data["results"]["tests"]
     except (ValueError, KeyError, TypeError, OSError):
         return []

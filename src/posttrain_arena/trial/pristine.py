@@ -1,0 +1,91 @@
+"""Whether a pristine session's programs can be trusted with the agent's state in it.
+
+The verifier resolves programs through its PATH and loads Python from its interpreter's
+sys.path. In fresh mode those come from the pristine image, unless the image resolves
+them inside a state root, where the agent's files arrive (spec/trust.py). Two checks,
+both before any of the agent's files reach the session that is probed:
+
+* the image's environment (PATH, PYTHONPATH, LD_*, VIRTUAL_ENV, ...), statically;
+* a probe run in the pristine session: where `python3`, `bash`, `sh`, `env`, `tar` and
+  `find` resolve (links followed) and the interpreter's sys.path.
+
+A task that fails either is refused (`TaskRefused`, reported as build_failed with the
+fix), never verified. Results are cached per image and state roots.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from posttrain_arena.sandbox.base import ImageRef, Session
+from posttrain_arena.spec.trust import FIX, root_of, untrusted_entries
+from posttrain_arena.trial.verifier import PINNED_PATH
+
+PROGRAMS = ("python3", "python", "bash", "sh", "env", "tar", "find", "pytest")
+
+_PROBE = r"""
+for p in "$@"; do
+  w=$(command -v -- "$p" 2>/dev/null) || continue
+  case "$w" in /*) printf 'prog\t%s\t%s\n' "$p" "$(readlink -f -- "$w")";; esac
+done
+py=$(command -v python3 2>/dev/null) && "$py" -I -c '
+import sys
+for p in sys.path:
+    if p: print("syspath\t-\t" + p)' 2>/dev/null
+exit 0
+"""
+
+
+class TaskRefused(Exception):
+    """The task cannot be verified soundly as written; the message has the fix."""
+
+
+class TrustCache:
+    """Refusal reasons (or None) per (image, state roots), shared by a runner's trials."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[tuple[str, tuple[str, ...]], str | None] = {}
+
+    def get(self, image: ImageRef, roots: list[str]) -> tuple[bool, str | None]:
+        with self._lock:
+            key = (image.tag, tuple(roots))
+            return (key in self._known, self._known.get(key))
+
+    def put(self, image: ImageRef, roots: list[str], reason: str | None) -> None:
+        with self._lock:
+            self._known[(image.tag, tuple(roots))] = reason
+
+
+def static_reason(image: ImageRef, roots: list[str]) -> str | None:
+    """Why the image's environment makes the state roots untrustworthy, or None."""
+    found = untrusted_entries(image.env, roots)
+    return _refusal(found) if found else None
+
+
+def probe_reason(session: Session, image: ImageRef, roots: list[str], *,
+                 path: str | None) -> str | None:
+    """Run the probe in a pristine `session` (before any agent file is in it) with the
+    verifier's PATH; why the programs it resolves are untrustworthy, or None."""
+    result = session.exec(["/bin/sh", "-c", _PROBE, "arena-probe", *PROGRAMS], timeout=60,
+                          user="root", workdir="/",
+                          env={"PATH": path or image.env.get("PATH") or PINNED_PATH})
+    found: list[str] = []
+    for line in result.stdout.splitlines():
+        kind, _, rest = line.partition("\t")
+        name, _, where = rest.partition("\t")
+        root = root_of(where, roots) if where.startswith("/") else None
+        if root is None:
+            continue
+        if kind == "prog":
+            found.append(f"`{name}` resolves to {where}, inside the state root {root}")
+        elif kind == "syspath":
+            found.append(f"python3 imports from {where}, inside the state root {root}")
+    return _refusal(found) if found else None
+
+
+def _refusal(found: list[str]) -> str:
+    shown = "; ".join(found[:4]) + (" ..." if len(found) > 4 else "")
+    return (f"the task's image lets the agent's files stand in for the verifier's programs "
+            f"({shown}): the agent could plant a program or a .pth file that the "
+            f"verifier then runs; {FIX}")
