@@ -25,6 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -94,13 +95,23 @@ class _Package:
         self.task = task
 
 
-def gate_collection(
-    root: Path, runner: TrialRunner, model: ChatModel, *, model_spec: str, k: int,
+def gate_collection(root: Path, runner: TrialRunner, model: ChatModel, *, model_spec: str,
+                    k: int, records_root: Path, **options: Any) -> GateReport:
+    """Gate every package under `root` (a collection's envs/, or a folder of packages);
+    `options` as for `gate_packages`."""
+    return gate_packages(task_dirs(Path(root)), runner, model, model_spec=model_spec, k=k,
+                         records_root=records_root, source=str(root), **options)
+
+
+def gate_packages(
+    dirs: list[Path], runner: TrialRunner, model: ChatModel, *, model_spec: str, k: int,
     reruns: int = 3, jobs: int = 1, records_root: Path, policy: GatePolicy = DEFAULT_POLICY,
     settings: AgentSettings | None = None, harness: str | None = None,
-    on_done: OnDone | None = None,
+    on_done: OnDone | None = None, source: str = "<packages>",
 ) -> GateReport:
-    """Gate every package under `root` (a collection's envs/, or a folder of packages)."""
+    """Gate the packages in `dirs`: measure each (or reuse its record), assess it under
+    `policy`, store its record under `records_root`/evidence. `harness` overrides the
+    harness version the records are keyed by."""
     if k < 1 or reruns < 1 or jobs < 1:
         raise ValueError(f"k, reruns and jobs must be at least 1 (got k={k}, "
                          f"reruns={reruns}, jobs={jobs})")
@@ -110,11 +121,11 @@ def gate_collection(
     start = time.monotonic()
     harness = harness or harness_version()
     store = EvidenceStore(records_root)
-    report = GateReport(path=str(root), backend=runner.backend_name, harness_version=harness,
+    report = GateReport(path=source, backend=runner.backend_name, harness_version=harness,
                         model=model_spec, k=k, reruns=reruns)
     counter = _Counter()
     todo: list[_Package] = []
-    for directory in task_dirs(Path(root)):
+    for directory in dirs:
         pkg = _open(directory, harness, runner.backend_name, model_spec, k, reruns)
         if pkg.task is None:
             _finish(pkg, policy, store, report, on_done)

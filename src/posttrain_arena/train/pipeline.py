@@ -1,6 +1,10 @@
 """The post-training pipeline: recipe in, score.json out.
 
-    snapshot -> leakage -> baseline -> teacher -> sft -> gate -> grpo -> final -> score
+    snapshot -> leakage -> eligibility -> baseline -> teacher -> sft -> gate -> grpo
+             -> final -> score
+
+`eligibility` runs the organizer gates ([task_gates], posttrain_arena.gates) on the
+training tasks; only eligible ones are trained on.
 
 Every stage is content-addressed and resumable (see stages.py): rerunning with
 `resume=True` skips finished stages whose inputs did not change and continues an
@@ -71,21 +75,23 @@ def run_recipe(
     graph = [
         Stage("snapshot", steps.snapshot, r.section_hash("model", "train", "eval")),
         Stage("leakage", steps.leakage, r.section_hash("train"), reads=("snapshot",)),
+        Stage("eligibility", steps.eligibility, r.section_hash("task_gates", "agent", "runtime"),
+              reads=("snapshot", "leakage")),
         Stage("baseline", steps.baseline, r.section_hash("agent", "runtime"),
               reads=("snapshot",)),
         Stage("teacher", steps.teacher, r.section_hash("teacher", "agent", "runtime"),
-              reads=("snapshot", "leakage")),
+              reads=("snapshot", "leakage", "eligibility")),
         Stage("sft", steps.sft, r.section_hash("sft", "runtime"),
               reads=("snapshot", "teacher")),
         Stage("gate", steps.gate, r.section_hash("grpo", "agent", "runtime"),
-              reads=("snapshot", "leakage", "sft")),
+              reads=("snapshot", "leakage", "eligibility", "sft")),
         Stage("grpo", steps.grpo, r.section_hash("grpo", "agent", "runtime"),
-              reads=("snapshot", "leakage", "sft", "gate")),
+              reads=("snapshot", "leakage", "eligibility", "sft", "gate")),
         Stage("final", steps.final, r.section_hash("agent", "runtime"),
               reads=("snapshot", "grpo")),
         Stage("score", steps.score, r.recipe_hash(),
-              reads=("snapshot", "leakage", "baseline", "teacher", "sft", "gate", "grpo",
-                     "final")),
+              reads=("snapshot", "leakage", "eligibility", "baseline", "teacher", "sft",
+                     "gate", "grpo", "final")),
     ]
     try:
         for stage in graph:
