@@ -10,6 +10,9 @@ Default plan:
 - `snapshot`: copy the pinned collection into the run directory (atomic rename).
 - `check`: re-run the structural checks on the snapshot; the content hash must match
   the pinned one and at least one task must be eligible.
+- `gates`: when the challenge's recipe enables [task_gates], the organizer gates on the
+  training tasks (the pipeline's stages up to `eligibility`); their evidence records are
+  stored with the stage. Part of the run, so its time is charged like the rest of it.
 - `pipeline`: when `posttrain_arena.train.pipeline` is installed, run the challenge's
   recipe on the snapshot (`run_recipe(..., resume=True)`, which resumes its own stages:
   baseline, teacher, SFT, GRPO, final evaluation) and keep its score.
@@ -24,9 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from posttrain_arena.service.checking import check_collection_dir
+
+if TYPE_CHECKING:
+    from posttrain_arena.train.recipe import Recipe
 from posttrain_arena.service.results import summarize_score
 
 
@@ -114,6 +120,38 @@ def pipeline_available() -> bool:
 def run_pipeline(ctx: RunContext) -> dict[str, Any]:
     """Run the challenge's recipe on the snapshot with the training pipeline; resumable."""
     from posttrain_arena.train.pipeline import run_recipe
+
+    recipe = _run_recipe_of(ctx)
+    score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True,
+                       progress=_progress(ctx))
+    data = score.model_dump(mode="json")
+    (ctx.run_dir / "score.json").write_text(json.dumps(data, indent=2))
+    # Only aggregates go to the database and the API: per-task data names sealed tasks.
+    summary = summarize_score(data).model_dump(mode="json")
+    provenance = data.get("provenance") or {}
+    summary["provenance"] = {k: provenance.get(k) for k in _PUBLIC_PROVENANCE}
+    return {"score": summary}
+
+
+def run_gates(ctx: RunContext) -> dict[str, Any]:
+    """The organizer gates on the snapshot's training tasks, when the challenge's recipe
+    enables [task_gates]: the pipeline's own stages up to `eligibility` (the pipeline
+    stage then resumes past them), its evidence records returned for the database."""
+    from posttrain_arena.train.pipeline import run_until
+
+    recipe = _run_recipe_of(ctx)
+    if not recipe.task_gates.enabled:
+        return {"skipped": "the challenge's recipe does not enable [task_gates]"}
+    stage_dir = run_until(recipe, "eligibility", run_dir=ctx.run_dir / "pipeline",
+                          progress=_progress(ctx))
+    records = [json.loads(p.read_text(encoding="utf-8"))
+               for p in sorted((stage_dir / "evidence").glob("*.json"))]
+    return {"evidence": records,
+            "eligible": sum(1 for r in records if r["verdict"]["eligible"])}
+
+
+def _run_recipe_of(ctx: RunContext) -> Recipe:
+    """The challenge's recipe, training on this run's snapshot."""
     from posttrain_arena.train.recipe import RecipeError, load_recipe
 
     recipe_path = Path(ctx.challenge["recipe"])
@@ -121,10 +159,13 @@ def run_pipeline(ctx: RunContext) -> dict[str, Any]:
         recipe = load_recipe(recipe_path)
     except RecipeError as exc:
         raise StageError(f"the challenge's recipe does not load: {exc}") from None
-    recipe = recipe.model_copy(update={
+    return recipe.model_copy(update={
         "train": recipe.train.model_copy(update={
             "collection": str(ctx.snapshot_dir.resolve()), "commit": None}),
     })
+
+
+def _progress(ctx: RunContext) -> Callable[[Any], None]:
     last_check = time.monotonic()
 
     def progress(event: Any) -> None:
@@ -137,15 +178,7 @@ def run_pipeline(ctx: RunContext) -> dict[str, Any]:
             if ctx.should_stop():
                 raise StageError("the run was canceled or given to another worker")
 
-    score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True,
-                       progress=progress)
-    data = score.model_dump(mode="json")
-    (ctx.run_dir / "score.json").write_text(json.dumps(data, indent=2))
-    # Only aggregates go to the database and the API: per-task data names sealed tasks.
-    summary = summarize_score(data).model_dump(mode="json")
-    provenance = data.get("provenance") or {}
-    summary["provenance"] = {k: provenance.get(k) for k in _PUBLIC_PROVENANCE}
-    return {"score": summary}
+    return progress
 
 
 # Provenance fields safe to show: hashes and versions, never server paths (the sealed
@@ -157,9 +190,10 @@ _PUBLIC_PROVENANCE = ("model_id", "model_revision", "model_content_hash", "recip
 
 
 def default_plan() -> Sequence[Stage]:
-    """snapshot, check, and the pipeline when it is installed."""
+    """snapshot, check, and the gates and the pipeline when it is installed."""
     plan: list[Stage] = [FunctionStage("snapshot", snapshot),
                          FunctionStage("check", structural_check)]
     if pipeline_available():
+        plan.append(FunctionStage("gates", run_gates))
         plan.append(FunctionStage("pipeline", run_pipeline))
     return plan

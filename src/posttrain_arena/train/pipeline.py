@@ -22,7 +22,8 @@ from posttrain_arena.train.recipe import Recipe, RecipeError, is_remote
 from posttrain_arena.train.score import Score
 from posttrain_arena.train.stages import Progress, Stage, StageRunner, no_progress
 
-__all__ = ["Plan", "Score", "launch_problems", "plan", "run_dir_for", "run_recipe"]
+__all__ = ["Plan", "Score", "launch_problems", "plan", "run_dir_for", "run_recipe",
+           "run_until"]
 
 
 def run_dir_for(recipe: Recipe, run_name: str | None = None) -> Path:
@@ -64,6 +65,24 @@ def run_recipe(
                      blocking=problems)
     if problems:
         raise RecipeError("the recipe cannot launch here:\n" + "\n".join(problems))
+    _run_graph(recipe, run_dir, the_plan, resume=resume, progress=progress, until=None)
+    return Score.model_validate_json((run_dir / "stages" / "score" / "score.json").read_text())
+
+
+def run_until(recipe: Recipe, stage: str, *, run_dir: Path, resume: bool = True,
+              progress: Progress = no_progress) -> Path:
+    """Run the pipeline's stages up to and including `stage` (e.g. "eligibility", which
+    the service runs as its own gate stage); returns that stage's folder. A later
+    `run_recipe` with `resume=True` skips what this finished."""
+    problems = launch_problems(recipe)
+    if problems:
+        raise RecipeError("the recipe cannot launch here:\n" + "\n".join(problems))
+    _run_graph(recipe, run_dir, plan(recipe), resume=resume, progress=progress, until=stage)
+    return run_dir / "stages" / stage
+
+
+def _run_graph(recipe: Recipe, run_dir: Path, the_plan: Plan, *, resume: bool,
+               progress: Progress, until: str | None) -> None:
     from posttrain_arena.train.steps import Steps
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -93,9 +112,13 @@ def run_recipe(
               reads=("snapshot", "leakage", "eligibility", "baseline", "teacher", "sft",
                      "gate", "grpo", "final")),
     ]
+    if until is not None and until not in {s.name for s in graph}:
+        raise ValueError(f"no stage {until!r}; the stages are {[s.name for s in graph]}")
     try:
         for stage in graph:
             runner.run(stage)
+            if stage.name == until:
+                break
     finally:
         steps.close()
-    return Score.model_validate_json((runner.stages_dir / "score" / "score.json").read_text())
+

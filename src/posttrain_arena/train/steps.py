@@ -102,7 +102,12 @@ class Steps:
                               .read_text())["kept"])
         gates = self.stages.stages_dir / "eligibility" / "eligibility.json"
         if gates.is_file():
-            kept &= set(json.loads(gates.read_text())["eligible"])
+            gated = json.loads(gates.read_text())
+            kept &= set(gated["eligible"])
+            if gated["ran"] and not kept:
+                raise RuntimeError("the organizer gates found no training task eligible; "
+                                   "see stages/eligibility/eligibility.json, or relax "
+                                   "[task_gates.policy]")
         return [t for t in self.taskset("collection").tasks if t.name in kept]
 
     def settings(self, temperature: float | None = None) -> AgentSettings:
@@ -216,10 +221,6 @@ class Steps:
                                  "evidence": f"evidence/{e.key}.json"}
                                 for e in report.evidence if not e.eligible]}
         (ctx.work_dir / "eligibility.json").write_text(json.dumps(out, indent=2))
-        if out["ran"] and not out["eligible"]:
-            raise RuntimeError("the organizer gates found no training task eligible; see "
-                               "stages/eligibility/eligibility.json, or relax "
-                               "[task_gates.policy]")
         return {"ran": out["ran"], "eligible": len(out["eligible"]),
                 "excluded": len(out["excluded"])}
 
