@@ -1,9 +1,10 @@
 """Known-bad probes: the oracle's final state, perturbed, which the verifier must reject.
 
-A probe is an ordinary trial whose agent is `ProbeAgent`: it lists the files of the
-task's state roots (what the verifier will read), runs the oracle exactly as the oracle
-agent does, finds the files the oracle created or changed (its outputs), perturbs all
-of them one way, and ends. The verifier then scores that state like any other.
+A probe is an ordinary trial whose agent is `ProbeAgent`: in one command it lists the
+files of the task's state roots (what the verifier will read), runs the oracle's
+solve.sh as the oracle agent does, finds the files the oracle created or changed (its
+outputs), perturbs all of them one way, and ends. The verifier then scores that state
+like any other.
 
 * `truncate`: each output cut to the first half of its bytes (a truncated answer file);
 * `wrong`: each text output with every number off by one (letters shifted by one where
@@ -20,9 +21,14 @@ perturb says so (`applicable` false) and counts for nothing.
 
 from __future__ import annotations
 
+import json
 import secrets
 import shlex
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
 from posttrain_arena.agents.oracle import OracleAgent
@@ -49,22 +55,19 @@ PROBES = (
 _LIST = r"""
 for r in "$@"; do
   [ -e "$r" ] || continue
-  find "$r" -type f ! -path "$d/*" -exec sha1sum -- {} + 2>/dev/null
-done | sort
+  find "$r" -type f ! -path "$d/*" ! -path "$src/*" -exec sha1sum -- {} + 2>/dev/null
+done | LC_ALL=C sort
 """
 
-SNAPSHOT_SCRIPT = r"""export LC_ALL=C
-d=$1; shift
+PROBE_SCRIPT = r"""# arena probe: list the state roots, run the oracle, perturb what it wrote.
+d=$1; kind=$2; src=$3; mark=$4; shift 4
 mkdir -p -- "$d" || exit 3
 { """ + _LIST + r""" } > "$d/before"
-"""
-"""Lists every file of the state roots with its checksum, before the oracle runs."""
-
-PERTURB_SCRIPT = r"""export LC_ALL=C
-d=$1; kind=$2; shift 2
-[ -f "$d/before" ] || exit 3
+bash "$src/solve.sh"
+rc=$?
+rm -rf -- "$src"
 { """ + _LIST + r""" } > "$d/after"
-comm -13 "$d/before" "$d/after" | grep -v '^\\' | cut -c43- \
+LC_ALL=C comm -13 "$d/before" "$d/after" | grep -v '^\\' | cut -c43- \
   | grep -v -e '/__pycache__/' -e '\.pyc$' > "$d/changed"
 while IFS= read -r f; do
   [ -f "$f" ] || continue
@@ -74,25 +77,27 @@ while IFS= read -r f; do
       [ "$n" -gt 0 ] || continue
       head -c $((n / 2)) -- "$f" > "$d/tmp" && cat "$d/tmp" > "$f" || continue ;;
     wrong)
-      grep -Iq . -- "$f" || continue
-      awk '{ s = $0; out = ""
+      LC_ALL=C grep -Iq . -- "$f" || continue
+      LC_ALL=C awk '{ s = $0; out = ""
              while (match(s, /[0-9]+/)) {
                out = out substr(s, 1, RSTART - 1) (substr(s, RSTART, RLENGTH) + 1)
                s = substr(s, RSTART + RLENGTH) }
              print out s }' "$f" > "$d/tmp" || continue
-      if cmp -s "$d/tmp" "$f"; then tr 'a-yzA-YZ' 'b-zaB-ZA' < "$f" > "$d/tmp"; fi
+      if cmp -s "$d/tmp" "$f"; then LC_ALL=C tr 'a-yzA-YZ' 'b-zaB-ZA' < "$f" > "$d/tmp"; fi
       cmp -s "$d/tmp" "$f" && continue
       cat "$d/tmp" > "$f" || continue ;;
     remove)
       rm -f -- "$f" || continue ;;
     *) exit 4 ;;
   esac
-  printf 'perturbed=%s\n' "$f"
+  printf '%s perturbed=%s\n' "$mark" "$f"
 done < "$d/changed"
 rm -rf -- "$d"
+printf '%s oracle-exit=%s\n' "$mark" "$rc"
 """
-"""Finds the oracle's outputs (files new or changed since the snapshot) and perturbs
-them; prints `perturbed=PATH` for each file it changed."""
+"""One exec: lists every file of the state roots with its checksum, runs the oracle's
+solve.sh as the oracle agent would (bash, in the workspace), finds the files new or
+changed since the listing and perturbs them; reports each with a per-run marker."""
 
 
 class ProbeAgent(OracleAgent):
@@ -106,37 +111,52 @@ class ProbeAgent(OracleAgent):
         self.name = f"probe:{kind.name}"
 
     def run(self, shell: Shell, ctx: AgentContext) -> AgentRun:
-        """Snapshot the state roots, run the oracle, perturb what it wrote."""
+        """Copy the oracle (and the probe script) in, run both in one exec."""
+        transcript = Transcript(messages=[Message(role="user", content=ctx.prompt)])
+        solve = ctx.oracle_dir / "solve.sh" if ctx.oracle_dir is not None else None
+        if solve is None or not solve.is_file():
+            return AgentRun(transcript=transcript, error="the task has no oracle/solve.sh",
+                            info=self._info([], applicable=False))
+        text = solve.read_text(encoding="utf-8", errors="replace")
+        with tempfile.TemporaryDirectory(prefix="arena-probe-") as tmp:
+            bundle = Path(tmp) / "oracle"
+            shutil.copytree(solve.parent, bundle, symlinks=True)
+            (bundle / ".arena-probe.sh").write_text(PROBE_SCRIPT, encoding="utf-8")
+            # where the oracle agent would put it: /oracle when solve.sh names it
+            dest = "/oracle" if "/oracle" in text else f"/tmp/.arena-{secrets.token_hex(8)}"
+            try:
+                shell.copy_in(bundle, dest)
+            except Exception:
+                if dest != "/oracle":
+                    raise
+                dest = f"/tmp/.arena-{secrets.token_hex(8)}"
+                shell.copy_in(bundle, dest)
+        mark = f"ARENA-PROBE-{secrets.token_hex(8)}"
         work = f"/tmp/.arena-probe-{secrets.token_hex(8)}"
-        snap = shell.exec(_sh(SNAPSHOT_SCRIPT, work, *self.roots), timeout=120)
-        if snap.exit_code != 0:
-            return self._unmeasured(ctx, f"could not list the state roots: {snap.stderr[-300:]}")
-        run = super().run(shell, ctx)
-        info = dict(run.info)
-        if run.error is not None or info.get("timed_out"):
-            info.update(probe=self.kind.name, applicable=False, perturbed=[],
-                        oracle_completed=False)
-            return AgentRun(transcript=run.transcript, info=info, error=run.error)
-        result = shell.exec(_sh(PERTURB_SCRIPT, work, self.kind.name, *self.roots),
-                            timeout=300)
-        perturbed = [line.removeprefix("perturbed=") for line in result.stdout.splitlines()
-                     if line.startswith("perturbed=")]
-        info.update(probe=self.kind.name, perturbed=perturbed, oracle_completed=True,
-                    applicable=bool(perturbed) and result.exit_code == 0,
-                    perturb_exit=result.exit_code)
-        transcript = run.transcript.model_copy(update={"messages": [
-            *run.transcript.messages,
-            Message(role="tool", content=f"[probe {self.kind.name}] perturbed "
-                                         f"{len(perturbed)} file(s)\n" + result.stderr[-2000:]),
-        ]})
+        result = shell.exec(_sh(f"{dest}/.arena-probe.sh", work, self.kind.name, dest, mark,
+                                *self.roots),
+                            env={"BENCHFLOW_WORKSPACE": shell.workdir,
+                                 "ARENA_SCRIPT_DIR": dest})
+        found = [line.split(" ", 1)[1] for line in result.stdout.splitlines()
+                 if line.startswith(mark + " ")]
+        perturbed = [f.removeprefix("perturbed=") for f in found if f.startswith("perturbed=")]
+        finished = any(f.startswith("oracle-exit=") for f in found)
+        call = {"id": "call-0", "type": "function", "function": {
+            "name": "bash", "arguments": json.dumps({"command": f"probe {self.kind.name}"})}}
+        output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
+        transcript.messages += [
+            Message(role="assistant", content="", tool_calls=[call]),
+            Message(role="tool", tool_call_id="call-0",
+                    content=output[-20_000:] + f"\n[exit {result.exit_code}]")]
+        info = self._info(perturbed, applicable=finished and bool(perturbed))
+        info.update(commands=1, exit_code=result.exit_code, timed_out=result.timed_out,
+                    oracle_completed=finished)
         return AgentRun(transcript=transcript, info=info)
 
-    def _unmeasured(self, ctx: AgentContext, why: str) -> AgentRun:
-        transcript = Transcript(messages=[Message(role="user", content=ctx.prompt)])
-        return AgentRun(transcript=transcript, error=f"probe {self.kind.name}: {why}",
-                        info={"probe": self.kind.name, "applicable": False, "perturbed": []})
+    def _info(self, perturbed: list[str], *, applicable: bool) -> dict[str, Any]:
+        return {"probe": self.kind.name, "perturbed": perturbed, "applicable": applicable}
 
 
-def _sh(script: str, *args: str) -> str:
-    """A `/bin/sh -c SCRIPT sh ARGS...` command line (the Shell takes a string)."""
-    return " ".join(["/bin/sh", "-c", shlex.quote(script), "sh", *map(shlex.quote, args)])
+def _sh(script_path: str, *args: str) -> str:
+    """A `/bin/sh SCRIPT ARGS...` command line, quoted (the Shell takes a string)."""
+    return " ".join(["/bin/sh", *map(shlex.quote, [script_path, *args])])
