@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -156,7 +157,9 @@ def test_a_probe_with_nothing_to_perturb_counts_for_nothing(tmp_path: Path, runn
     ev = _gate(root, runner, ScriptedModel(failing_script()), tmp_path).evidence[0]
     assert all(not p.applicable and not p.perturbed for p in ev.probes) and ev.probes
     st = _status(ev)
-    assert st["probes"] == "skipped" and st["empty"] == "fail"
+    assert st["probes"] == "pass" and st["empty"] == "fail"
+    probes = next(c for c in ev.verdict.gates if c.gate is GateName.PROBES)
+    assert "no probe applies" in (probes.reason or "")
     assert any("doing nothing scores 1.0" in r for r in ev.verdict.reasons)
 
 
@@ -209,3 +212,19 @@ def test_k_of_one_cannot_tell_learnable_tasks_apart(tmp_path: Path, runners) -> 
     ev = _gate(root, runner, ScriptedModel(failing_script()), tmp_path, k=1,
                policy=policy).evidence[0]
     assert ev.eligible and _status(ev)["learnable"] == "skipped"
+
+
+def test_a_published_format_package_and_a_starting_kit_example_pass_their_gates(
+        tmp_path: Path, runners) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    root = tmp_path / "envs"
+    root.mkdir()
+    for src in (repo / "tests" / "fixtures" / "posttrain_format" / "sales-region-totals",
+                repo / "starting-kit" / "examples" / "sudoku-solve"):
+        shutil.copytree(src, root / src.name)
+    runner, _ = runners("local")
+    report = _gate(root, runner, ScriptedModel(failing_script()), tmp_path)
+    for ev in report.evidence:
+        assert _status(ev) == {"build": "pass", "oracle": "pass", "empty": "pass",
+                               "probes": "pass", "learnable": "fail"}, ev.verdict
+        assert all(p.applicable and p.perturbed for p in ev.probes)

@@ -11,11 +11,20 @@ import pytest
 from posttrain_arena.gates import gate_collection
 from posttrain_arena.models.scripted import ScriptedModel
 from posttrain_arena.service import evidence
-from posttrain_arena.service.stage_plan import FunctionStage, RunContext
+from posttrain_arena.service.stage_plan import (
+    FunctionStage,
+    RunContext,
+    run_gates,
+    snapshot,
+    structural_check,
+)
 from posttrain_arena.service.worker import Worker
+from posttrain_arena.train.sources import taskset_hash
 from posttrain_arena.trial.runner import TrialRunner
+from train.tinymodel import build_tiny_model  # tests/ is on sys.path (rootdir import)
 
-from .test_service_worker import launch, plan, run_json
+from .conftest import CHALLENGE, make_collection
+from .test_service_worker import launch, plan, run_json, scripted_pipeline
 
 if TYPE_CHECKING:
     from tests.service.conftest import Arena
@@ -89,3 +98,35 @@ def test_a_second_gate_run_replaces_a_tasks_row_and_bad_records_are_refused(
             evidence.store(s, cid, None, [{"task": "c"}])
     rows = arena.call("GET", f"/api/collections/{cid}/evidence?sort=eligible").json()
     assert [(r["task"], r["eligible"]) for r in rows] == [("a", True), ("b", True)]
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+def test_the_default_gates_stage_runs_the_recipes_gates_and_stores_them(
+        arena: Arena, collection: dict[str, Any], tmp_path: Path,
+        arena_cache_dir: Path) -> None:
+    model = build_tiny_model(tmp_path / "tiny")
+    suite = make_collection(tmp_path / "suite", n_tasks=1, team="heldout") / "envs"
+    recipe = tmp_path / "gated.toml"
+    recipe.write_text(
+        f'name = "gated"\n[model]\nid = "{model}"\n[train]\ncollection = "unused"\n'
+        f'[eval]\nsuite = "{suite}"\nsha256 = "{taskset_hash(suite)}"\n'
+        '[agent]\nmax_turns = 1\nmax_new_tokens = 4\ntimeout_sec = 60\n'
+        '[runtime]\nsandbox = "local"\nconcurrency = 2\ndevice = "cpu"\n'
+        '[task_gates]\nenabled = true\nreruns = 1\nk = 2\n')
+    body = {**CHALLENGE, "slug": "gated", "recipe": str(recipe)}
+    assert arena.call("POST", "/api/challenges", "admin", json=body).status_code == 201
+    resp = arena.call("POST", "/api/runs", "author",
+                      json={"challenge": "gated", "collection_id": collection["id"]})
+    assert resp.status_code == 201, resp.text
+    stages = [FunctionStage("snapshot", snapshot), FunctionStage("check", structural_check),
+              FunctionStage("gates", run_gates), scripted_pipeline()]
+    Worker(arena.db, arena.settings, stages).poll_once()
+    run = run_json(arena, resp.json()["id"])
+    assert run["state"] == "scored", run
+    rows = arena.call("GET", f"/api/collections/{collection['id']}/evidence").json()
+    assert len(rows) == collection["task_count"] and all(r["run_id"] == run["id"] for r in rows)
+    for r in rows:  # the default recipe policy does not require learnable
+        assert r["eligible"] is True, r["reasons"]
+        detail = arena.call("GET", f"/api/collections/{collection['id']}/evidence/{r['task']}")
+        assert detail.json()["record"]["base"]["k"] == 2

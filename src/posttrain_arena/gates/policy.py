@@ -138,6 +138,9 @@ class GatePolicy(BaseModel):
                                                f"{t.reason}")
         if t.outcome == "agent_timeout":
             return _check(g, GateStatus.ERROR, f"the empty trial timed out: {t.reason}")
+        if t.outcome == "verifier_error":  # reward 0 by the trial contract
+            return _check(g, GateStatus.PASS, f"the verifier crashed on the untouched "
+                                              f"environment (reward 0): {t.reason}")
         reward = t.reward if t.outcome == "scored" else 0.0
         if (reward or 0.0) >= 1.0:
             return _check(g, GateStatus.FAIL, "doing nothing scores 1.0: the verifier "
@@ -169,8 +172,10 @@ class GatePolicy(BaseModel):
             return _check(g, GateStatus.ERROR, "probe(s) could not be measured: "
                                                + "; ".join(errors))
         if ran == 0:
-            return _check(g, GateStatus.SKIPPED, "the oracle changed no file a probe could "
-                                                 "perturb")
+            # Not the task's fault (an oracle that only deletes, say); the empty trial
+            # still shows the verifier rejects an untouched environment.
+            return _check(g, GateStatus.PASS, "no probe applies: the oracle created or "
+                                              "changed no file to perturb")
         return _check(g, GateStatus.PASS)
 
     def _learnable(self, ev: TaskEvidence) -> GateCheck:
