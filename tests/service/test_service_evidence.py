@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gates.kit import make_package  # tests/ is on sys.path (rootdir import)
 from posttrain_arena.gates import gate_collection
 from posttrain_arena.models.scripted import ScriptedModel
 from posttrain_arena.service import evidence
@@ -21,9 +22,9 @@ from posttrain_arena.service.stage_plan import (
 from posttrain_arena.service.worker import Worker
 from posttrain_arena.train.sources import taskset_hash
 from posttrain_arena.trial.runner import TrialRunner
-from train.tinymodel import build_tiny_model  # tests/ is on sys.path (rootdir import)
+from train.tinymodel import build_tiny_model
 
-from .conftest import CHALLENGE, make_collection
+from .conftest import CHALLENGE
 from .test_service_worker import launch, plan, run_json, scripted_pipeline
 
 if TYPE_CHECKING:
@@ -106,7 +107,8 @@ def test_the_default_gates_stage_runs_the_recipes_gates_and_stores_them(
         arena: Arena, collection: dict[str, Any], tmp_path: Path,
         arena_cache_dir: Path) -> None:
     model = build_tiny_model(tmp_path / "tiny")
-    suite = make_collection(tmp_path / "suite", n_tasks=1, team="heldout") / "envs"
+    suite = tmp_path / "suite"  # unlike the collection's tasks, or leakage drops them all
+    make_package(suite, "held-out")
     recipe = tmp_path / "gated.toml"
     recipe.write_text(
         f'name = "gated"\n[model]\nid = "{model}"\n[train]\ncollection = "unused"\n'
