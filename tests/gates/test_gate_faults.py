@@ -148,6 +148,18 @@ def _printed_answer(tmp_path: Path, trial_id: str) -> str:
     return next(line for line in out.splitlines() if line.startswith("ANSWER=")).split("=", 1)[1]
 
 
+def test_an_oracle_whose_output_ends_without_a_newline_is_still_probed(
+        tmp_path: Path, runners) -> None:
+    root = tmp_path / "envs"
+    make_package(root, "chatty", secret="42\n", solve=(
+        "#!/bin/bash\necho 42 > \"$BENCHFLOW_WORKSPACE/answer.txt\"\nprintf 'no newline'\n"))
+    runner, _ = runners("local")
+    ev = _gate(root, runner, ScriptedModel(failing_script()), tmp_path).evidence[0]
+    assert [(p.applicable, p.perturbed) for p in ev.probes] == [
+        (True, ["/root/answer.txt"])] * 3
+    assert _status(ev)["probes"] == "pass"
+
+
 def test_a_probe_with_nothing_to_perturb_counts_for_nothing(tmp_path: Path, runners) -> None:
     root = tmp_path / "envs"
     make_package(root, "noop", solve="#!/bin/bash\ntrue\n", verifier=(

@@ -65,6 +65,7 @@ mkdir -p -- "$d" || exit 3
 { """ + _LIST + r""" } > "$d/before"
 bash "$src/solve.sh"
 rc=$?
+printf '\n'  # the oracle's output may not end its last line; the markers start theirs
 rm -rf -- "$src"
 { """ + _LIST + r""" } > "$d/after"
 LC_ALL=C comm -13 "$d/before" "$d/after" | grep -v '^\\' | cut -c43- \
@@ -151,7 +152,11 @@ class ProbeAgent(OracleAgent):
         info = self._info(perturbed, applicable=finished and bool(perturbed))
         info.update(commands=1, exit_code=result.exit_code, timed_out=result.timed_out,
                     oracle_completed=finished)
-        return AgentRun(transcript=transcript, info=info)
+        # Without the script's last word the state is unknown: unmeasured, never "n/a".
+        error = None if finished or result.timed_out else (
+            f"probe {self.kind.name}: the probe script did not finish (exit "
+            f"{result.exit_code}): {result.stderr[-300:]}")
+        return AgentRun(transcript=transcript, info=info, error=error)
 
     def _info(self, perturbed: list[str], *, applicable: bool) -> dict[str, Any]:
         return {"probe": self.kind.name, "perturbed": perturbed, "applicable": applicable}

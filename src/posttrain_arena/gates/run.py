@@ -140,10 +140,11 @@ def gate_packages(
             continue
         todo.append(pkg)
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="gate-trial") as trials, \
-            ThreadPoolExecutor(max_workers=max(1, min(len(todo), 4 * jobs)),
+            ThreadPoolExecutor(max_workers=max(1, min(len(todo), jobs + 1)),
                                thread_name_prefix="gate-pkg") as packages:
-        # More packages in flight than trial slots: while one waits for its oracle's
-        # verdict before its probes, others' trials keep every slot busy.
+        # One package more in flight than trial slots: while one waits for its oracle's
+        # verdict before its probes, another's trials keep the slots busy (and few
+        # environments interleave, so the warm pool's sessions get used).
         def run_trial(task: TaskPackage, agent: Agent, seed: int) -> Future[TrialResult]:
             return trials.submit(_trial, runner, task, agent, seed, counter)
 
