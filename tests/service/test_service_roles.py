@@ -33,6 +33,8 @@ MATRIX: list[tuple[str, str, Any, set[str | None]]] = [
     ("GET", "/api/challenges/micro/results", None, EVERYONE),
     ("GET", "/api/collections", None, EVERYONE),
     ("GET", "/api/collections/{col}", None, EVERYONE),
+    ("GET", "/api/collections/{col}/evidence", None, EVERYONE),
+    ("GET", "/api/collections/{col}/evidence/{task}", None, EVERYONE),
     ("POST", "/api/collections/upload", "ARCHIVE", SIGNED_IN),
     ("POST", "/api/collections/git", {"url": "file:///nonexistent/repo", "ref": "main"}, EDITORS),
     # a private address: participants may not point the server at its own network
@@ -76,7 +78,8 @@ def _setup(arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) 
     thread = arena.call(
         "POST", "/api/board/threads", "author", json={"title": "hello", "body": "first"}
     ).json()["id"]
-    return {"col": collection["id"], "run": run, "scored": scored, "thread": thread}
+    return {"col": collection["id"], "run": run, "scored": scored, "thread": thread,
+            "task": "no-such-task"}
 
 
 def test_every_endpoint_against_every_role(

@@ -98,12 +98,13 @@ class AgentSpec(BaseModel):
         else:
             settings = (self.settings.for_task(task.frontmatter.agent)
                         if self.per_task_limits else self.settings)
-            agent = ModelAgent(self._chat_model(), settings, name=self.agent_name())
+            agent = ModelAgent(self.chat_model(), settings, name=self.agent_name())
         if self.name and agent.name != self.name:
             agent.name = self.name
         return agent
 
-    def _chat_model(self) -> ChatModel:
+    def chat_model(self) -> ChatModel:
+        """The chat client this spec names (one per process, shared by its agents)."""
         key = (self.model, self.base_url, self.api_key_env, self.device)
         with _models_lock:
             model = _models.get(key)

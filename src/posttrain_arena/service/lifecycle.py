@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from posttrain_arena.service import budget as budget_mod
+from posttrain_arena.service import evidence
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.models import Challenge, Run, utcnow
@@ -82,6 +83,9 @@ def end_stage(
     run.stages_done = [*run.stages_done, stage]
     if output and "score" in output:
         run.score = output["score"]
+    if output and output.get("evidence"):
+        # the gate stage's records, stored with the stage's completion or not at all
+        evidence.store(session, run.collection_id, run.id, output["evidence"])
     return True
 
 

@@ -220,3 +220,27 @@ class Message(Base):
     author_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     body: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TaskEvidenceRow(Base):
+    """The latest gate evidence of one task of a collection (posttrain_arena.gates): the
+    sortable summary in columns, the whole TaskEvidence record in `record`."""
+
+    __tablename__ = "task_evidence"
+    __table_args__ = (UniqueConstraint("collection_id", "task", name="uq_task_evidence"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id"), index=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
+    task: Mapped[str] = mapped_column(String(200))
+    task_checksum: Mapped[str] = mapped_column(String(80))
+    evidence_key: Mapped[str] = mapped_column(String(64))
+    harness_version: Mapped[str] = mapped_column(String(100))
+    eligible: Mapped[bool] = mapped_column(Boolean)
+    learnable: Mapped[str] = mapped_column(String(20))
+    flake_rate: Mapped[float | None] = mapped_column(Float)
+    probe_failures: Mapped[int] = mapped_column(Integer, default=0)
+    base_pass_rate: Mapped[float | None] = mapped_column(Float)
+    reasons: Mapped[list[Any]] = mapped_column(default=list)
+    record: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -141,6 +141,26 @@ class CollectionDetail(CollectionOut):
     findings: list[dict[str, Any]] = Field(description="Structural findings (rendered)")
 
 
+class TaskEvidenceOut(_Out):
+    """One task's organizer-gate evidence, as the per-task table shows it."""
+
+    task: str = Field(description="Task directory name")
+    task_checksum: str = Field(description="Content hash of the package measured")
+    run_id: int | None = Field(description="The run whose gate stage measured it")
+    harness_version: str = Field(description="posttrain-arena version + gate protocol")
+    eligible: bool = Field(description="Passed every gate the challenge's policy requires")
+    learnable: str = Field(description="Learnable gate: pass, fail, error or skipped")
+    flake_rate: float | None = Field(description="Share of oracle reruns not scoring 1.0")
+    probe_failures: int = Field(description="Known-bad probes the verifier accepted")
+    base_pass_rate: float | None = Field(description="Base model pass rate over its k samples")
+    reasons: list[str] = Field(description="Why it is not eligible, one line per gate")
+    created_at: datetime = Field(description="When the record was stored (UTC)")
+
+
+class TaskEvidenceDetail(TaskEvidenceOut):
+    record: dict[str, Any] = Field(description="The whole TaskEvidence record (gates.evidence)")
+
+
 class CheckStatus(StrEnum):
     OK = "ok"
     FAIL = "FAIL"

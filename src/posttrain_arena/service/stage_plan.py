@@ -10,6 +10,9 @@ Default plan:
 - `snapshot`: copy the pinned collection into the run directory (atomic rename).
 - `check`: re-run the structural checks on the snapshot; the content hash must match
   the pinned one and at least one task must be eligible.
+- `gates`: when the challenge's recipe enables [task_gates], the organizer gates on the
+  training tasks (the pipeline's stages up to `eligibility`); their evidence records are
+  stored with the stage. Part of the run, so its time is charged like the rest of it.
 - `pipeline`: when `posttrain_arena.train.pipeline` is installed, run the challenge's
   recipe on the snapshot (`run_recipe(..., resume=True)`, which resumes its own stages:
   baseline, teacher, SFT, GRPO, final evaluation) and keep its score.
@@ -17,17 +20,22 @@ Default plan:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from posttrain_arena.service.checking import check_collection_dir
 from posttrain_arena.service.results import summarize_score
+
+if TYPE_CHECKING:
+    from posttrain_arena.train.recipe import Recipe
+    from posttrain_arena.trial.executor import TrialExecutor
 
 
 class StageError(Exception):
@@ -115,6 +123,40 @@ def pipeline_available() -> bool:
 def run_pipeline(ctx: RunContext) -> dict[str, Any]:
     """Run the challenge's recipe on the snapshot with the training pipeline; resumable."""
     from posttrain_arena.train.pipeline import run_recipe
+
+    recipe = _run_recipe_of(ctx)
+    with _executor(ctx, recipe) as executor:
+        score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True,
+                           progress=_progress(ctx), executor=executor)
+    data = score.model_dump(mode="json")
+    (ctx.run_dir / "score.json").write_text(json.dumps(data, indent=2))
+    # Only aggregates go to the database and the API: per-task data names sealed tasks.
+    summary = summarize_score(data).model_dump(mode="json")
+    provenance = data.get("provenance") or {}
+    summary["provenance"] = {k: provenance.get(k) for k in _PUBLIC_PROVENANCE}
+    return {"score": summary}
+
+
+def run_gates(ctx: RunContext) -> dict[str, Any]:
+    """The organizer gates on the snapshot's training tasks, when the challenge's recipe
+    enables [task_gates]: the pipeline's own stages up to `eligibility` (the pipeline
+    stage then resumes past them), its evidence records returned for the database."""
+    from posttrain_arena.train.pipeline import run_until
+
+    recipe = _run_recipe_of(ctx)
+    if not recipe.task_gates.enabled:
+        return {"skipped": "the challenge's recipe does not enable [task_gates]"}
+    with _executor(ctx, recipe) as executor:
+        stage_dir = run_until(recipe, "eligibility", run_dir=ctx.run_dir / "pipeline",
+                              progress=_progress(ctx), executor=executor)
+    records = [json.loads(p.read_text(encoding="utf-8"))
+               for p in sorted((stage_dir / "evidence").glob("*.json"))]
+    return {"evidence": records,
+            "eligible": sum(1 for r in records if r["verdict"]["eligible"])}
+
+
+def _run_recipe_of(ctx: RunContext) -> Recipe:
+    """The challenge's recipe, training on this run's snapshot."""
     from posttrain_arena.train.recipe import RecipeError, load_recipe
 
     recipe_path = Path(ctx.challenge["recipe"])
@@ -122,10 +164,13 @@ def run_pipeline(ctx: RunContext) -> dict[str, Any]:
         recipe = load_recipe(recipe_path)
     except RecipeError as exc:
         raise StageError(f"the challenge's recipe does not load: {exc}") from None
-    recipe = recipe.model_copy(update={
+    return recipe.model_copy(update={
         "train": recipe.train.model_copy(update={
             "collection": str(ctx.snapshot_dir.resolve()), "commit": None}),
     })
+
+
+def _progress(ctx: RunContext) -> Callable[[Any], None]:
     last_check = time.monotonic()
 
     def progress(event: Any) -> None:
@@ -138,26 +183,25 @@ def run_pipeline(ctx: RunContext) -> dict[str, Any]:
             if ctx.should_stop():
                 raise StageError("the run was canceled or given to another worker")
 
-    executor = None
-    if ctx.ray_address:  # this worker is a Ray driver; its journals stay in run_dir
-        from posttrain_arena.distributed import make_executor
+    return progress
 
-        executor = make_executor("ray", backend=recipe.runtime.sandbox,
-                                 slots=recipe.runtime.concurrency,
-                                 ray_address=ctx.ray_address)
+
+@contextlib.contextmanager
+def _executor(ctx: RunContext, recipe: Recipe) -> Iterator[TrialExecutor | None]:
+    """None (trials in this process), or, when this worker is a Ray driver, the Ray
+    executor; the journals stay in the run folder either way, so a run resumes."""
+    if not ctx.ray_address:
+        yield None
+        return
+    from posttrain_arena.distributed import make_executor
+
+    executor = make_executor("ray", backend=recipe.runtime.sandbox,
+                             slots=recipe.runtime.concurrency, ray_address=ctx.ray_address,
+                             allow_network=recipe.runtime.allow_internet)
     try:
-        score = run_recipe(recipe, run_dir=ctx.run_dir / "pipeline", resume=True,
-                           progress=progress, executor=executor)
+        yield executor
     finally:
-        if executor is not None:
-            executor.close()
-    data = score.model_dump(mode="json")
-    (ctx.run_dir / "score.json").write_text(json.dumps(data, indent=2))
-    # Only aggregates go to the database and the API: per-task data names sealed tasks.
-    summary = summarize_score(data).model_dump(mode="json")
-    provenance = data.get("provenance") or {}
-    summary["provenance"] = {k: provenance.get(k) for k in _PUBLIC_PROVENANCE}
-    return {"score": summary}
+        executor.close()
 
 
 # Provenance fields safe to show: hashes and versions, never server paths (the sealed
@@ -169,9 +213,10 @@ _PUBLIC_PROVENANCE = ("model_id", "model_revision", "model_content_hash", "recip
 
 
 def default_plan() -> Sequence[Stage]:
-    """snapshot, check, and the pipeline when it is installed."""
+    """snapshot, check, and the gates and the pipeline when it is installed."""
     plan: list[Stage] = [FunctionStage("snapshot", snapshot),
                          FunctionStage("check", structural_check)]
     if pipeline_available():
+        plan.append(FunctionStage("gates", run_gates))
         plan.append(FunctionStage("pipeline", run_pipeline))
     return plan

@@ -1,7 +1,10 @@
 """The post-training pipeline: recipe in, score.json out.
 
-    snapshot -> leakage -> baseline -> teacher -> sft -> after_sft -> gate -> grpo -> final
-    -> score
+    snapshot -> leakage -> eligibility -> baseline -> teacher -> sft -> after_sft -> gate
+             -> grpo -> final -> score
+
+`eligibility` runs the organizer gates ([task_gates], posttrain_arena.gates) on the
+training tasks; only eligible ones are trained on.
 
 Every stage is content-addressed and resumable (see stages.py): rerunning with
 `resume=True` skips finished stages whose inputs did not change and continues an
@@ -20,7 +23,8 @@ from posttrain_arena.train.score import Score
 from posttrain_arena.train.stages import Progress, Stage, StageRunner, no_progress
 from posttrain_arena.trial.executor import TrialExecutor
 
-__all__ = ["Plan", "Score", "launch_problems", "plan", "run_dir_for", "run_recipe"]
+__all__ = ["Plan", "Score", "launch_problems", "plan", "run_dir_for", "run_recipe",
+           "run_until"]
 
 
 def run_dir_for(recipe: Recipe, run_name: str | None = None) -> Path:
@@ -65,6 +69,28 @@ def run_recipe(
                      blocking=problems)
     if problems:
         raise RecipeError("the recipe cannot launch here:\n" + "\n".join(problems))
+    _run_graph(recipe, run_dir, the_plan, resume=resume, progress=progress, until=None,
+               executor=executor)
+    return Score.model_validate_json((run_dir / "stages" / "score" / "score.json").read_text())
+
+
+def run_until(recipe: Recipe, stage: str, *, run_dir: Path, resume: bool = True,
+              progress: Progress = no_progress,
+              executor: TrialExecutor | None = None) -> Path:
+    """Run the pipeline's stages up to and including `stage` (e.g. "eligibility", which
+    the service runs as its own gate stage); returns that stage's folder. A later
+    `run_recipe` with `resume=True` skips what this finished."""
+    problems = launch_problems(recipe)
+    if problems:
+        raise RecipeError("the recipe cannot launch here:\n" + "\n".join(problems))
+    _run_graph(recipe, run_dir, plan(recipe), resume=resume, progress=progress, until=stage,
+               executor=executor)
+    return run_dir / "stages" / stage
+
+
+def _run_graph(recipe: Recipe, run_dir: Path, the_plan: Plan, *, resume: bool,
+               progress: Progress, until: str | None,
+               executor: TrialExecutor | None) -> None:
     from posttrain_arena.train.steps import Steps
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -76,27 +102,33 @@ def run_recipe(
     graph = [
         Stage("snapshot", steps.snapshot, r.section_hash("model", "train", "eval")),
         Stage("leakage", steps.leakage, r.section_hash("train"), reads=("snapshot",)),
+        Stage("eligibility", steps.eligibility, r.section_hash("task_gates", "agent", "runtime"),
+              reads=("snapshot", "leakage")),
         Stage("baseline", steps.baseline, r.section_hash("agent", "runtime"),
               reads=("snapshot",)),
         Stage("teacher", steps.teacher, r.section_hash("teacher", "agent", "runtime"),
-              reads=("snapshot", "leakage")),
+              reads=("snapshot", "leakage", "eligibility")),
         Stage("sft", steps.sft, r.section_hash("sft", "runtime"),
               reads=("snapshot", "teacher")),
         Stage("after_sft", steps.after_sft, r.section_hash("grpo", "agent", "runtime"),
               reads=("snapshot", "sft")),
         Stage("gate", steps.gate, r.section_hash("grpo", "agent", "runtime"),
-              reads=("snapshot", "leakage", "sft")),
+              reads=("snapshot", "leakage", "eligibility", "sft")),
         Stage("grpo", steps.grpo, r.section_hash("grpo", "agent", "runtime"),
-              reads=("snapshot", "leakage", "sft", "gate")),
+              reads=("snapshot", "leakage", "eligibility", "sft", "gate")),
         Stage("final", steps.final, r.section_hash("agent", "runtime"),
               reads=("snapshot", "grpo")),
         Stage("score", steps.score, r.recipe_hash(),
-              reads=("snapshot", "leakage", "baseline", "teacher", "sft", "after_sft", "gate",
-                     "grpo", "final")),
+              reads=("snapshot", "leakage", "eligibility", "baseline", "teacher", "sft",
+                     "after_sft", "gate", "grpo", "final")),
     ]
+    if until is not None and until not in {s.name for s in graph}:
+        raise ValueError(f"no stage {until!r}; the stages are {[s.name for s in graph]}")
     try:
         for stage in graph:
             runner.run(stage)
+            if stage.name == until:
+                break
     finally:
         steps.close()
-    return Score.model_validate_json((runner.stages_dir / "score" / "score.json").read_text())
+

@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field
 from posttrain_arena.train.recipe import Recipe, is_remote
 from posttrain_arena.train.sources import SourceError, count_tasks
 
-STAGES = ("snapshot", "leakage", "baseline", "teacher", "sft", "after_sft", "gate", "grpo", "final",
-          "score")
+STAGES = ("snapshot", "leakage", "eligibility", "baseline", "teacher", "sft", "after_sft", "gate",
+          "grpo", "final", "score")
 
 
 class PlanStage(BaseModel):
@@ -68,6 +68,8 @@ def plan(recipe: Recipe) -> Plan:
     t, g = recipe.teacher, recipe.grpo
     gate_on = g.enabled and g.gate.enabled and recipe.sft.enabled
     gate_n = min(g.gate.tasks, T) * g.gate.samples if gate_on else 0
+    tg = recipe.task_gates
+    gate_trials = T * (tg.reruns + 1 + 3 + tg.k)  # reruns, empty, the probes, base samples
     teacher_trials = T * (1 if t.kind == "oracle" else t.attempts)
     grpo_steps = 0
     if g.enabled:
@@ -80,6 +82,9 @@ def plan(recipe: Recipe) -> Plan:
     stages = [
         PlanStage(name="snapshot", what="pin the collection and the sealed suite (hashes)"),
         PlanStage(name="leakage", what="exclude training tasks that duplicate held-out ones"),
+        PlanStage(name="eligibility", what=f"organizer gates on {T} training tasks "
+                  f"({tg.reruns} oracle reruns, empty, probes, base x {tg.k})",
+                  trials=gate_trials, model_turns=T * tg.k * turns, skipped=not tg.enabled),
         PlanStage(name="baseline", what=f"base model on {H} held-out tasks x {k} samples",
                   trials=H * k, model_turns=H * k * turns),
         PlanStage(name="teacher", what=f"{t.kind} teacher rollouts on {T} training tasks",

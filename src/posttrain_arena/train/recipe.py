@@ -17,6 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from posttrain_arena.gates.evidence import GateName
+from posttrain_arena.gates.policy import GatePolicy
+
 _SHA_RE = re.compile(r"^[0-9a-f]{7,64}$")
 _CONTENT_HASH_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -183,6 +186,30 @@ class GateSection(_Section):
     )
 
 
+class TaskGatesSection(_Section):
+    """The organizer gates on the training collection (see posttrain_arena.gates): when
+    enabled, only tasks eligible under `policy` are trained on; score.json lists the
+    others and why."""
+
+    enabled: bool = Field(default=False, description="Gate the training tasks before the "
+                          "teacher; off trains on every task the leakage gate kept")
+    reruns: int = Field(default=2, ge=1, le=32, description="Oracle reruns per task (flake "
+                        "rate)")
+    k: int = Field(default=4, ge=1, le=64, description="Base model samples per task (pass@k; "
+                   "at least 2 when the learnable gate is required)")
+    policy: GatePolicy = Field(
+        default_factory=lambda: GatePolicy(
+            gates=[g for g in GateName if g is not GateName.LEARNABLE]),
+        description="[task_gates.policy]: required gates and thresholds; by default every "
+        "gate but learnable (a small base model solving nothing is what SFT is for)")
+
+    @model_validator(mode="after")
+    def _k_for_learnable(self) -> TaskGatesSection:
+        if self.enabled and self.k < 2 and GateName.LEARNABLE in self.policy.gates:
+            raise ValueError("k must be at least 2 when the learnable gate is required")
+        return self
+
+
 class GrpoSection(_Section):
     """GRPO against the tasks' verifiers (TRL GRPOTrainer + LoRA, our agent's rollouts)."""
 
@@ -279,6 +306,8 @@ class Recipe(BaseModel):
     teacher: TeacherSection = Field(default_factory=TeacherSection, description="[teacher]")
     sft: SftSection = Field(default_factory=SftSection, description="[sft]")
     grpo: GrpoSection = Field(default_factory=GrpoSection, description="[grpo]")
+    task_gates: TaskGatesSection = Field(default_factory=TaskGatesSection,
+                                         description="[task_gates]")
     agent: AgentSection = Field(default_factory=AgentSection, description="[agent]")
     runtime: RuntimeSection = Field(default_factory=RuntimeSection, description="[runtime]")
     output: OutputSection = Field(default_factory=OutputSection, description="[output]")
@@ -321,9 +350,10 @@ class Recipe(BaseModel):
 
     def recipe_hash(self) -> str:
         """Hash of everything that changes results (not the output folder or the name)."""
-        return self.section_hash(
-            "model", "train", "eval", "teacher", "sft", "grpo", "agent", "runtime"
-        )
+        sections = ["model", "train", "eval", "teacher", "sft", "grpo", "agent", "runtime"]
+        if self.task_gates.enabled:  # disabled gates change nothing (and old hashes hold)
+            sections.append("task_gates")
+        return self.section_hash(*sections)
 
 
 def parse_recipe(data: dict[str, object], *, base_dir: Path, where: str = "recipe") -> Recipe:

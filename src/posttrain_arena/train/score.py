@@ -45,6 +45,14 @@ class Change(BaseModel):
                                      description="Tasks left out (unscored in one evaluation)")
 
 
+class GateExclusion(BaseModel):
+    """One training task the organizer gates kept out of training, and why."""
+
+    task: str = Field(description="Training task name")
+    reasons: list[str] = Field(description="One line per required gate it did not pass")
+    evidence: str = Field(description="Its evidence record (stages/eligibility/evidence/)")
+
+
 class Provenance(BaseModel):
     """Exactly what produced this score."""
 
@@ -90,6 +98,11 @@ class Score(BaseModel):
     grpo: dict[str, Any] = Field(default_factory=dict, description="GRPO metrics")
     exclusions: list[Exclusion] = Field(default_factory=list,
                                         description="Training tasks kept out, and why")
+    gate_exclusions: list[GateExclusion] = Field(
+        default_factory=list, description="Training tasks the organizer gates found "
+                                          "ineligible ([task_gates]), and why")
+    task_gates: dict[str, Any] = Field(default_factory=dict,
+                                       description="The gate run: policy, counts")
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     provenance: Provenance | None = None
     plan: dict[str, Any] | None = Field(default=None, description="The plan (dry runs)")

@@ -119,8 +119,18 @@ class Steps:
         return self._sets[which]
 
     def kept_training(self) -> list[TaskPackage]:
+        """The training tasks the leakage gate kept and the organizer gates found eligible
+        (every kept task when [task_gates] is off)."""
         kept = set(json.loads((self.stages.stages_dir / "leakage" / "leakage.json")
                               .read_text())["kept"])
+        gates = self.stages.stages_dir / "eligibility" / "eligibility.json"
+        if gates.is_file():
+            gated = json.loads(gates.read_text())
+            kept &= set(gated["eligible"])
+            if gated["ran"] and not kept:
+                raise RuntimeError("the organizer gates found no training task eligible; "
+                                   "see stages/eligibility/eligibility.json, or relax "
+                                   "[task_gates.policy]")
         return [t for t in self.taskset("collection").tasks if t.name in kept]
 
     def settings(self, temperature: float | None = None) -> AgentSettings:
@@ -208,6 +218,33 @@ class Steps:
         out = {"exclusions": [e.model_dump() for e in excl], "kept": kept}
         (ctx.work_dir / "leakage.json").write_text(json.dumps(out, indent=2))
         return {"excluded": len(excl), "kept": len(kept)}
+
+    def eligibility(self, ctx: StageContext) -> dict[str, Any]:
+        """The organizer gates on the training tasks the leakage gate kept; only eligible
+        tasks go on to the teacher, SFT and GRPO."""
+        kept = set(json.loads((ctx.output_of("leakage") / "leakage.json").read_text())["kept"])
+        tasks = [t for t in self.taskset("collection").tasks if t.name in kept]
+        tg = self.r.task_gates
+        if not tg.enabled:
+            out: dict[str, Any] = {"ran": False, "eligible": sorted(kept), "excluded": []}
+        else:
+            from posttrain_arena.gates.run import gate_packages
+
+            base = self.policy_spec(self.r.model_location(), "policy:base").chat_model()
+            report = gate_packages(
+                [t.root for t in tasks], self.runner, base,
+                model_spec=f"policy:base@{self.r.model_location()}", k=tg.k,
+                reruns=tg.reruns, jobs=self.r.runtime.concurrency, records_root=ctx.work_dir,
+                policy=tg.policy, settings=self.settings(), source="[train] collection",
+                on_done=lambda _e, _r: ctx.step(0, len(tasks), "tasks"))
+            out = {"ran": True, "policy": tg.policy.model_dump(mode="json"),
+                   "eligible": report.eligible, "trials": report.trials_run,
+                   "excluded": [{"task": e.task, "reasons": e.verdict.reasons,
+                                 "evidence": f"evidence/{e.key}.json"}
+                                for e in report.evidence if not e.eligible]}
+        (ctx.work_dir / "eligibility.json").write_text(json.dumps(out, indent=2))
+        return {"ran": out["ran"], "eligible": len(out["eligible"]),
+                "excluded": len(out["excluded"])}
 
     def baseline(self, ctx: StageContext) -> dict[str, Any]:
         report = self.evaluate(ctx, self.taskset("suite").tasks, self.r.model_location(),
@@ -350,6 +387,7 @@ class Steps:
                                                   seed=self.r.runtime.seed))
         snap = json.loads((ctx.output_of("snapshot") / "snapshot.json").read_text())
         leaks = json.loads((ctx.output_of("leakage") / "leakage.json").read_text())
+        gated = json.loads((ctx.output_of("eligibility") / "eligibility.json").read_text())
         rt = self.r.runtime
         prov = score.Provenance(
             model_id=self.r.model.id, model_revision=self.r.model.revision,
@@ -374,6 +412,9 @@ class Steps:
             sft=records["sft"].summary, gate=records["gate"].summary,
             grpo=records["grpo"].summary,
             exclusions=[leakage.Exclusion.model_validate(e) for e in leaks["exclusions"]],
+            gate_exclusions=[score.GateExclusion.model_validate(e) for e in gated["excluded"]],
+            task_gates={k: v for k, v in gated.items() if k not in ("excluded", "eligible")}
+            | {"eligible": len(gated["eligible"])},
             stage_seconds={n: round(rec.seconds, 2) for n, rec in records.items()},
             provenance=prov)
         text = result.model_dump_json(indent=2)

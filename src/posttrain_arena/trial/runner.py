@@ -32,8 +32,9 @@ from posttrain_arena.trial.result import Outcome, TrialResult
 __all__ = ["TrialRunner", "trial_id"]
 
 
-class _BuildFailed(Exception):
-    """A cached build failure: every trial of that context reports it without rebuilding."""
+class _BuildFailed(BuildError):
+    """A cached build failure: every trial of that context reports it without rebuilding
+    (a BuildError, so callers of `image_for` see one kind of failure either way)."""
 
 
 class _NetworkRefused(Exception):

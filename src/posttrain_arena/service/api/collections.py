@@ -10,16 +10,19 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from posttrain_arena.service import collections as svc
+from posttrain_arena.service import evidence as evidence_svc
 from posttrain_arena.service.api.deps import DbDep, PrincipalDep, SettingsDep
 from posttrain_arena.service.auth import Role
 from posttrain_arena.service.errors import BadRequest, TooLarge
-from posttrain_arena.service.models import Collection
+from posttrain_arena.service.models import Collection, TaskEvidenceRow
 from posttrain_arena.service.schemas import (
     CollectionDetail,
     CollectionOut,
     GitSource,
     HfSource,
     PathSource,
+    TaskEvidenceDetail,
+    TaskEvidenceOut,
 )
 
 router = APIRouter(prefix="/api/collections", tags=["collections"])
@@ -48,6 +51,21 @@ def get(collection_id: int, db: DbDep) -> Collection:
     """One collection with its structural findings."""
     with db.read() as s:
         return svc.get_collection(s, collection_id)
+
+
+@router.get("/{collection_id}/evidence", response_model=list[TaskEvidenceOut])
+def evidence(collection_id: int, db: DbDep, sort: str = "task") -> list[TaskEvidenceRow]:
+    """The organizer gates' evidence per task (sort: task, eligible, learnable, flaky,
+    probes, base; the worst first where that applies)."""
+    with db.read() as s:
+        return evidence_svc.list_evidence(s, collection_id, sort)
+
+
+@router.get("/{collection_id}/evidence/{task}", response_model=TaskEvidenceDetail)
+def task_evidence(collection_id: int, task: str, db: DbDep) -> TaskEvidenceRow:
+    """One task's whole evidence record: every gate, trial, probe and base sample."""
+    with db.read() as s:
+        return evidence_svc.get_evidence(s, collection_id, task)
 
 
 @router.post("/git", response_model=CollectionDetail, status_code=201)

@@ -14,6 +14,7 @@ from starlette.datastructures import UploadFile
 from posttrain_arena.service import budget as budget_mod
 from posttrain_arena.service import challenges as ch_svc
 from posttrain_arena.service import collections as col_svc
+from posttrain_arena.service import evidence as evidence_svc
 from posttrain_arena.service import runs as run_svc
 from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.leaderboard import leaderboard
@@ -98,20 +99,32 @@ def challenge_health(ref: str, request: Request, viewer: ViewerDep,
 
 
 @router.get("/arena/collections/{collection_id}", response_class=HTMLResponse)
-def collection_page(collection_id: int, request: Request, viewer: ViewerDep) -> Response:
-    """A collection: source, pins, tasks (names and domains), findings, runs, launch form."""
+def collection_page(collection_id: int, request: Request, viewer: ViewerDep,
+                    sort: str = "task") -> Response:
+    """A collection: source, pins, tasks (names and domains), gate evidence (sortable),
+    findings, runs, launch form."""
     with db_of(request).read() as s:
         col = col_svc.get_collection(s, collection_id)
+        evidence = evidence_svc.list_evidence(s, collection_id, sort)
         runs, n_runs = run_svc.list_runs(s, collection_id=collection_id, limit=50)
         challenges = [ch_svc.to_out(c) for c in ch_svc.list_challenges(s)]
         names = user_names(s, [col.owner_id] + [r.created_by for r in runs])
     tasks = collection_tasks(col)
     origin = collection_origin(col, request.app.state.settings.hf_endpoint)
     return render(request, "collection.html", viewer, col=col, tasks=tasks, runs=runs,
-                  origin=origin,
-                  n_runs=n_runs, challenges=challenges, names=names,
+                  origin=origin, n_runs=n_runs, evidence=evidence, sort=sort,
+                  challenges=challenges, names=names,
                   challenges_by_id={c.id: c for c in challenges},
                   col_names={col.id: col.name})
+
+
+@router.get("/arena/collections/{collection_id}/tasks/{task}", response_class=HTMLResponse)
+def task_page(collection_id: int, task: str, request: Request, viewer: ViewerDep) -> Response:
+    """One task's gate evidence: verdict, every gate, every trial."""
+    with db_of(request).read() as s:
+        col = col_svc.get_collection(s, collection_id)
+        row = evidence_svc.get_evidence(s, collection_id, task)
+    return render(request, "task_evidence.html", viewer, col=col, row=row)
 
 
 def _registered(col_id: int, name: str, eligible: int, errors: int, warnings: int

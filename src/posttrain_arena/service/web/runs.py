@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 from posttrain_arena.service import budget as budget_mod
 from posttrain_arena.service import challenges as ch_svc
 from posttrain_arena.service import collections as col_svc
+from posttrain_arena.service import evidence as evidence_svc
 from posttrain_arena.service import results as res_svc
 from posttrain_arena.service import runs as run_svc
 from posttrain_arena.service.errors import NotFound, ServiceError
@@ -82,7 +83,9 @@ def run_page(run_id: int, request: Request, viewer: ViewerDep) -> Response:
         except NotFound:
             result = None
         names = user_names(s, [run.created_by, col.owner_id])
+        evidence = evidence_svc.list_evidence(s, run.collection_id, "eligible")
     return render(request, "run.html", viewer, run=run, col=col, ch=ch, result=result,
+                  evidence=evidence,
                   names=names, active=run.state in ACTIVE_STATES,
                   may_manage=viewer.may_manage(col.owner_id))
 
