@@ -22,6 +22,7 @@ class CountingBackend:
     def __init__(self, inner: Backend) -> None:
         self.inner = inner
         self.name = inner.name
+        self.host_copies = inner.host_copies
         self.builds = 0
         self.starts = 0
         self._lock = threading.Lock()
