@@ -13,7 +13,9 @@ from posttrain_arena.spec.checks import check_task
 from posttrain_arena.spec.package import load_task
 from posttrain_arena.spec.rubric import Dimension, Rubric, score
 from posttrain_arena.trial.result import Outcome
+from posttrain_arena.trial.rubric import apply_rubric
 from posttrain_arena.trial.runner import TrialRunner
+from posttrain_arena.trial.verifier import VerifierReading, read_reward
 
 RUBRIC = Rubric(dimensions={"correctness": Dimension(weight=0.75),
                             "style": Dimension(weight=0.25)})
@@ -52,6 +54,22 @@ def test_partial_or_bad_or_disagreeing_scores_are_no_reward(data: dict[str, obje
                                                             why: str) -> None:
     got = score(RUBRIC, data, written)
     assert got.reward is None and got.reason is not None and why in got.reason
+
+
+@pytest.mark.parametrize(("txt", "expected"), [(None, 0.25), ("0.25", 0.25), ("1.0", None)])
+def test_reward_txt_beside_dimensions_must_agree_with_their_sum(
+        tmp_path: Path, txt: str | None, expected: float | None) -> None:
+    # A dimensions-only reward.json (sum 0.25) beside a reward.txt: code the verifier ran
+    # must not lift the reward by writing the other file.
+    (tmp_path / "reward.json").write_text(json.dumps({"correctness": 0.0, "style": 1.0}))
+    if txt is not None:
+        (tmp_path / "reward.txt").write_text(txt)
+    reward, reason = read_reward(tmp_path)
+    got = apply_rubric(RUBRIC, tmp_path, VerifierReading(reward, reason),
+                       exited_normally=True)
+    assert got.reward == (pytest.approx(expected) if expected is not None else None)
+    if expected is None:
+        assert got.reason is not None
 
 
 VERIFIER_MD = """\

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from posttrain_arena.spec.rubric import Rubric, read_reward_json, score, scores_dimensions
 from posttrain_arena.trial.result import TestDetail
-from posttrain_arena.trial.verifier import VerifierReading
+from posttrain_arena.trial.verifier import VerifierReading, read_reward_file
 
 
 def apply_rubric(rubric: Rubric | None, logs: Path, reading: VerifierReading, *,
@@ -27,8 +27,12 @@ def apply_rubric(rubric: Rubric | None, logs: Path, reading: VerifierReading, *,
     number = data.get("reward") if isinstance(data, dict) else None
     written = float(number) if isinstance(number, int | float) \
         and not isinstance(number, bool) else None
-    if written is None and reading.reward is not None:
-        written = reading.reward  # reward.txt's number, when reward.json holds none
+    if written is None:
+        # reward.json holds only dimensions: reward.txt, when there is one, must agree with
+        # their sum (the reward has one source; a second file never goes unchecked)
+        written, problem = read_reward_file(logs / "reward.txt")
+        if problem is not None:
+            return VerifierReading(None, problem, reading.details)
     result = score(rubric, data, written)
     details = [*reading.details, *(
         TestDetail(name=f"rubric:{d.name}", status="scored",

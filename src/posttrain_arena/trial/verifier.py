@@ -167,7 +167,7 @@ def read_reward(logs: Path) -> tuple[float | None, str | None]:
     exist they must hold the same value: the reward has one source."""
     found: dict[str, float] = {}
     for name in ("reward.txt", "reward.json"):
-        value, reason = _read_one(logs / name)
+        value, reason = read_reward_file(logs / name)
         if reason is not None:
             return None, reason
         if value is not None:
@@ -181,8 +181,8 @@ def read_reward(logs: Path) -> tuple[float | None, str | None]:
     return next(iter(found.values())), None
 
 
-def _read_one(path: Path) -> tuple[float | None, str | None]:
-    """(value, None), (None, None) when absent, or (None, why)."""
+def read_reward_file(path: Path) -> tuple[float | None, str | None]:
+    """One reward file: (value, None), (None, None) when absent, or (None, why)."""
     name = path.name
     try:
         text = read_regular(path, limit=65_536).decode("utf-8", errors="replace").strip()
