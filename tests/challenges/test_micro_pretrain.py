@@ -52,7 +52,7 @@ def test_corpus_shares_no_held_out_value_or_suite_text(seed: int) -> None:
     blob = "\n".join(texts)
     assert not [i.name for i in suite if i.prompt in blob or i.command in blob]
     # The guard the build runs can fail: a held-out stem used as a name is caught.
-    planted = texts + [f"cp {HELD_OUT.stems[0]}.txt copy.txt"]
+    planted = [*texts, f"cp {HELD_OUT.stems[0]}.txt copy.txt"]
     assert held_out_values_in(planted) == [HELD_OUT.stems[0]]
 
 
