@@ -14,6 +14,7 @@ import pytest
 from posttrain_arena.challenges.micro import RELEVANT, MicroSizes, build_micro
 from posttrain_arena.challenges.micro.build import plan_instances
 from posttrain_arena.challenges.micro.families import SUITE_FAMILIES
+from posttrain_arena.challenges.micro.pretrain import corpus_texts, pretraining_corpus
 from posttrain_arena.challenges.micro.tinymodel import tokenizer_corpus, write_tiny_model
 from posttrain_arena.evaluate.suite import load_suite
 from posttrain_arena.spec.collection import load_collection
@@ -73,9 +74,9 @@ def test_held_out_parameters_are_never_training_parameters(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_tokenizer_corpus_holds_no_suite_text(seed: int) -> None:
+def test_tokenizer_and_pretraining_corpora_hold_no_suite_text(seed: int) -> None:
     plan = plan_instances(seed, MicroSizes())
-    blob = "\n".join(tokenizer_corpus(seed))
+    blob = "\n".join(tokenizer_corpus(seed) + corpus_texts(pretraining_corpus(seed, 2000)))
     held = plan["suite"]
     assert all(i.command not in blob and i.prompt not in blob for i in held)
     # ...and not even a held-out file name (the rarest part of a held-out prompt).

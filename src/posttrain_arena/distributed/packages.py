@@ -19,6 +19,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from posttrain_arena.paths import cache_home
 from posttrain_arena.spec.hashing import iter_files
 from posttrain_arena.spec.package import TaskPackage, load_task
 
@@ -39,8 +40,7 @@ def pack(task: TaskPackage) -> bytes:
 
 def cache_dir() -> Path:
     """$ARENA_CACHE_DIR/ray-packages (default ~/.cache/posttrain-arena/ray-packages)."""
-    base = os.environ.get("ARENA_CACHE_DIR") or str(Path.home() / ".cache" / "posttrain-arena")
-    return Path(base) / "ray-packages"
+    return cache_home() / "ray-packages"
 
 
 def unpack(blob: bytes, *, checksum: str, name: str) -> TaskPackage:

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from posttrain_arena.paths import cache_home
 from posttrain_arena.sandbox.base import BuildError, ImageRef, Limits
 from posttrain_arena.sandbox.dockerfile import Instruction, env_pairs, expand, parse_file
 from posttrain_arena.sandbox.localfs import (
@@ -68,8 +69,7 @@ class ImageMeta:
 
 def cache_root() -> Path:
     """$ARENA_CACHE_DIR/local-images, default ~/.cache/posttrain-arena/local-images."""
-    base = os.environ.get("ARENA_CACHE_DIR") or str(Path.home() / ".cache" / "posttrain-arena")
-    return Path(base) / "local-images"
+    return cache_home() / "local-images"
 
 
 def image_dir(image: ImageRef) -> Path:

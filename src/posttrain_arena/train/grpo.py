@@ -306,6 +306,7 @@ def grpo_trainer(
         disable_tqdm=True,
         dataloader_num_workers=0,
         log_completions=False,
+        gradient_checkpointing=device == "cuda",  # TRL's default is on: recompute on CPU
         **vllm,
     )
     rows = [{"prompt": name} for name in task_names]

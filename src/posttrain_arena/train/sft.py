@@ -134,7 +134,6 @@ def run_sft(
     per_step = cfg.per_device_batch_size * cfg.gradient_accumulation_steps
     total_steps = cfg.max_steps or max(1, math.ceil(len(rows) * cfg.epochs / per_step))
     ckpt_dir = work_dir / "checkpoints"
-    gpu_only: dict[str, Any] = {"gradient_checkpointing": True} if device == "cuda" else {}
     args = SFTConfig(
         output_dir=str(ckpt_dir),
         max_steps=total_steps,
@@ -156,7 +155,9 @@ def run_sft(
         packing=False,
         dataloader_num_workers=0,
         disable_tqdm=True,
-        **gpu_only,  # activation checkpointing pays only on GPUs (long trajectories)
+        # Activation checkpointing pays only on GPUs (long trajectories); TRL turns it on
+        # by default, which on the CPU recomputes every forward for nothing.
+        gradient_checkpointing=device == "cuda",
     )
 
     losses: list[float] = []

@@ -1,0 +1,117 @@
+"""The micro base model's pretraining corpus and build: generic shell use that shares no
+held-out value, suite text or family wording with the challenge, and a pretrained base
+that is built once per machine and reused."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from posttrain_arena.challenges.micro import MicroSizes
+from posttrain_arena.challenges.micro import tinymodel as tm
+from posttrain_arena.challenges.micro.build import plan_instances
+from posttrain_arena.challenges.micro.families import ALL_FAMILIES, HELD_OUT, TRAIN
+from posttrain_arena.challenges.micro.pretrain import (
+    GENERIC,
+    corpus_texts,
+    held_out_values_in,
+    pretraining_corpus,
+)
+
+SEEDS = (0, 1, 2)
+TINY = tm.TinyModelSpec(vocab_size=400, hidden_size=32, intermediate_size=64, num_layers=1,
+                        num_heads=2, max_positions=512, seed=4, pretrain_episodes=32,
+                        pretrain_epochs=1.0)
+
+
+def _prompts(rows: list[dict]) -> list[str]:
+    return [m["content"] for r in rows for m in r["messages"] if m["role"] == "user"]
+
+
+def _skeleton(prompt: str, names: set[str]) -> list[str]:
+    """The prompt's words with file names and numbers replaced by one placeholder."""
+    words = [w.rstrip(".") for w in re.findall(r"[\w./-]+", prompt.split("\n\n[time left")[0])]
+    return ["·" if w in names or re.fullmatch(r"[\w-]+\.\w+|\d+", w) else w.lower()
+            for w in words]
+
+
+def _grams(words: list[str], n: int = 5) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_corpus_shares_no_held_out_value_or_suite_text(seed: int) -> None:
+    rows = pretraining_corpus(seed, 2000)
+    texts = corpus_texts(rows)
+    assert held_out_values_in(texts) == []
+    suite = plan_instances(seed, MicroSizes())["suite"]
+    blob = "\n".join(texts)
+    assert not [i.name for i in suite if i.prompt in blob or i.command in blob]
+    # The guard the build runs can fail: a held-out stem used as a name is caught.
+    planted = [*texts, f"cp {HELD_OUT.stems[0]}.txt copy.txt"]
+    assert held_out_values_in(planted) == [HELD_OUT.stems[0]]
+
+
+def test_corpus_uses_no_family_wording() -> None:
+    # Generic tasks may do what a family does (sort a file), but never in its words: a
+    # relevant collection must still have something to teach.
+    rng = random.Random(0)
+    family = set()
+    for fam in ALL_FAMILIES:
+        for _ in range(30):
+            inst = fam.generate(rng, TRAIN)
+            family |= _grams(_skeleton(inst.prompt, set(inst.files)))
+    generic = set()
+    for prompt in _prompts(pretraining_corpus(0, 3 * len(GENERIC) * 4)):
+        generic |= _grams(_skeleton(prompt, set()))
+    assert family and generic
+    assert not family & generic, sorted(family & generic)[:5]
+
+
+def test_corpus_teaches_copying_not_recall() -> None:
+    rows = pretraining_corpus(0, 2000)
+    calls = [json.loads(t) for t in corpus_texts(rows) if t.startswith("{")]
+    commands = [c["command"] for c in calls if "command" in c]
+    names = [w for c in commands for w in c.split() if "." in w]
+    # Almost every name is new to the model when it has to copy it.
+    assert len(set(names)) > 0.6 * len(names)
+    assert {r["task"] for r in rows} == {g.name for g in GENERIC}
+
+
+def test_write_tiny_model_pretrains_and_reuses_the_cached_base(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    out = tm.write_tiny_model(tmp_path / "a", TINY)
+    report = json.loads((out / "pretraining.json").read_text())
+    assert report["episodes"] == 32 and report["steps"] >= 1
+    tok = __import__("transformers").AutoTokenizer.from_pretrained(out)
+    init = tm.build_model(tok, TINY).state_dict()
+    trained = load_file(out / "model.safetensors")
+    assert any(not torch.equal(trained[k], init[k]) for k in trained if k in init)
+
+    def no_training(*a: object, **k: object) -> dict:
+        raise AssertionError("the cached base should have been reused")
+
+    monkeypatch.setattr(tm, "_pretrain", no_training)
+    again = tm.write_tiny_model(tmp_path / "b", TINY)
+    assert (again / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
+    other = TINY.model_copy(update={"pretrain_learning_rate": 1e-3})
+    with pytest.raises(AssertionError, match="cached base"):  # another spec: another key
+        tm.write_tiny_model(tmp_path / "c", other)
+
+
+def test_pretraining_corpus_with_suite_text_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    suite = plan_instances(0, MicroSizes())["suite"]
+    rows = pretraining_corpus(0, 4)
+    rows[0]["messages"][1]["content"] = suite[5].prompt
+    monkeypatch.setattr(tm, "pretraining_corpus", lambda seed, n: rows)
+    with pytest.raises(RuntimeError, match="held-out text"):
+        tm.write_tiny_model(tmp_path / "m", TINY,
+                            forbidden=[t for i in suite for t in (i.prompt, i.command)])
