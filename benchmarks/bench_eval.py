@@ -97,6 +97,8 @@ def main() -> None:
                         help="also compare batched and one-at-a-time generation on the micro "
                         "suite at this many concurrent trials (0: skip)")
     parser.add_argument("--micro-k", type=int, default=1, help="samples per micro task")
+    parser.add_argument("--micro-tasks", type=int, default=0,
+                        help="evaluate only the first N suite tasks (0: all)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-eval-"))
     write_tasks(root / "suite", args.tasks)
@@ -135,17 +137,22 @@ def main() -> None:
     if args.jobs:
         print("targets: ratio <= 1.2x, loop overhead < 10 ms/turn:", "met" if ok else "NOT met")
     if args.micro_jobs:
-        micro_rows(root / "micro", runner, args.micro_jobs, args.micro_k, args.repeat)
+        micro_rows(root / "micro", runner, args.micro_jobs, args.micro_k, args.repeat,
+                   args.micro_tasks)
     sys.exit(0)
 
 
-def micro_rows(workdir: Path, runner: TrialRunner, jobs: int, k: int, repeat: int) -> None:
+def micro_rows(workdir: Path, runner: TrialRunner, jobs: int, k: int, repeat: int,
+               tasks: int) -> None:
     """Episodes per minute on the micro suite: batched generation vs one at a time."""
     from posttrain_arena.challenges.micro.build import build_micro
+    from posttrain_arena.evaluate.suite import suite_from_tasks
     from posttrain_arena.models.transformers_local import TransformersChatModel
 
     built = build_micro(workdir, with_model=True)
     suite = load_suite(Path(built.suite))
+    if tasks:
+        suite = suite_from_tasks(suite.tasks[:tasks], source=f"micro-first-{tasks}")
     # The micro recipe's [agent] section, as the pipeline turns it into settings.
     settings = AgentSettings(max_turns=3, max_new_tokens=48, max_tokens=3 * 48,
                              temperature=0.7)
@@ -163,13 +170,12 @@ def micro_rows(workdir: Path, runner: TrialRunner, jobs: int, k: int, repeat: in
             print(f"  round {round_} {side:>13}: {time.perf_counter() - t0:6.1f} s "
                   f"(load {load:.1f})", flush=True)
     batcher = models["batched"].batcher
-    sizes = batcher.batch_sizes if batcher else []
     print(f"micro suite: {episodes} episodes, jobs {jobs}, load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (best of {repeat})")
     for side, sec in best.items():
         print(f"  {side:>13}: {60 * episodes / sec:7.1f} episodes/min ({sec:.1f} s)")
     print(f"  batched / one-at-a-time: {best['one-at-a-time'] / best['batched']:.2f}x; "
-          f"mean rows per batch {statistics.mean(sizes) if sizes else float('nan'):.1f}")
+          f"mean rows per forward pass {batcher.stats.mean_rows if batcher else 0:.1f}")
 
 
 def collector(out: list[dict[str, Any]]) -> Progress:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,8 +46,11 @@ def batcher_for(client: TransformersChatModel, rows: int,
 
 def in_one_batch(batcher: BatchedGenerator, prompts: Sequence[list[int]],
                  samplings: Sequence[SamplingParams]) -> list[Result]:
-    """Generate every (prompt, sampling) from its own thread, as concurrent trials do."""
+    """Generate every (prompt, sampling) from its own thread, as concurrent trials do,
+    queued in order: the first `max_batch` make the first batch (the batcher gathers
+    until it is full), the others join as rows end."""
     results: list[Any] = [None] * len(prompts)
+    passes = batcher.stats.passes
 
     def run(i: int) -> None:
         try:
@@ -55,12 +59,23 @@ def in_one_batch(batcher: BatchedGenerator, prompts: Sequence[list[int]],
             results[i] = exc
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
-    for t in threads:
+    for i, t in enumerate(threads):
         t.start()
+        if i + 1 < batcher.max_batch:
+            _until(lambda i=i: batcher.waiting > i)
+        elif i + 1 == batcher.max_batch:  # the first batch is full: its prefill begins
+            _until(lambda: batcher.stats.passes > passes)
     for t in threads:
         t.join(timeout=120)
     assert not any(t.is_alive() for t in threads), "a generate call never returned"
     return results
+
+
+def _until(condition: Any, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "a request was never queued"
+        time.sleep(0.001)
 
 
 def forward_logprobs(model: Any, ids: list[int], temperature: float) -> Any:
@@ -75,7 +90,7 @@ def test_greedy_batch_equals_transformers_generate(serial: TransformersChatModel
     reference = [serial.generate(p, greedy) for p in prompts]
     batcher = batcher_for(serial, len(prompts))
     batched = in_one_batch(batcher, prompts, [greedy] * len(prompts))
-    assert batcher.batch_sizes == [len(prompts)]
+    assert batcher.stats.widest == len(prompts)
     for (ids, lps), (ref_ids, ref_lps) in zip(batched, reference, strict=True):
         assert ids == ref_ids
         assert lps == pytest.approx(ref_lps, abs=1e-5)
@@ -89,7 +104,7 @@ def test_seeded_sample_is_the_same_alone_and_in_any_batch(serial: TransformersCh
     target = prompts[1]
     alone_batcher = batcher_for(serial, 1)
     alone = alone_batcher.generate(target, mine)
-    assert alone_batcher.batch_sizes == [1]
+    assert alone_batcher.stats.widest == 1
     others = [SamplingParams(temperature=0, max_new_tokens=5),
               SamplingParams(temperature=1.0, max_new_tokens=16, seed=8),
               SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=99)]
@@ -100,7 +115,7 @@ def test_seeded_sample_is_the_same_alone_and_in_any_batch(serial: TransformersCh
         samplings.insert(position, mine)
         batcher = batcher_for(serial, len(batch))
         got = in_one_batch(batcher, batch, samplings)[position]
-        assert batcher.batch_sizes == [len(batch)]
+        assert batcher.stats.widest == len(batch)
         assert got[0] == alone[0]
         assert got[1] == pytest.approx(alone[1], abs=1e-5)
     other_seed = batcher_for(serial, 1).generate(target, mine.model_copy(update={"seed": 8}))
@@ -147,6 +162,25 @@ def test_rows_end_on_their_own(serial: TransformersChatModel,
     assert len(got[2][0]) == 7 or got[2][0][-1] == stop
 
 
+def test_a_request_joins_a_running_batch_and_gets_what_it_gets_alone(
+        serial: TransformersChatModel, prompts: list[list[int]]) -> None:
+    """Three requests, room for two: the third takes the place of the first as soon as
+    that one ends, while the second is still decoding, and its answer is unchanged."""
+    short = SamplingParams(temperature=0, max_new_tokens=3)
+    long = SamplingParams(temperature=0.9, max_new_tokens=30, seed=4)
+    late = SamplingParams(temperature=0.9, top_p=0.8, max_new_tokens=12, seed=5)
+    alone = [batcher_for(serial, 1).generate(p, s)
+             for p, s in zip(prompts[:3], (short, long, late), strict=True)]
+    batcher = batcher_for(serial, 2)
+    got = in_one_batch(batcher, prompts[:3], [short, long, late])
+    for (ids, lps), (ref_ids, ref_lps) in zip(got, alone, strict=True):
+        assert ids == ref_ids
+        assert lps == pytest.approx(ref_lps, abs=1e-5)
+    assert batcher.stats.widest == 2
+    # Waiting for the second row to end would cost len(long) + len(late) forward passes.
+    assert batcher.stats.passes < len(alone[1][0]) + len(alone[2][0])
+
+
 def test_a_row_out_of_time_ends_early(serial: TransformersChatModel,
                                       prompts: list[list[int]]) -> None:
     sampled = SamplingParams(temperature=1.0, max_new_tokens=1500, seed=1)
@@ -166,8 +200,15 @@ def test_a_failed_batch_fails_its_callers_and_the_next_batch_runs(
     bad = [10**6]  # not a token of the vocabulary: the embedding lookup raises
     got = in_one_batch(batcher, [bad, prompts[0]], [greedy, greedy])
     assert all(isinstance(r, IndexError) for r in got)
-    batcher.max_batch = 1
-    assert batcher.generate(prompts[0], greedy) == serial.generate(prompts[0], greedy)
+    assert batcher_for(serial, 1).generate(prompts[0], greedy) == serial.generate(
+        prompts[0], greedy)
+    # Joining a running batch, a bad prompt fails alone; the rows decoding carry on.
+    short, long = greedy.model_copy(update={"max_new_tokens": 2}), greedy.model_copy(
+        update={"max_new_tokens": 12})
+    got = in_one_batch(batcher_for(serial, 2), [prompts[0], prompts[1], bad],
+                       [short, long, greedy])
+    assert isinstance(got[2], IndexError)
+    assert got[1] == serial.generate(prompts[1], long)
 
 
 def test_chat_model_batches_concurrent_turns(serial: TransformersChatModel,
@@ -179,7 +220,7 @@ def test_chat_model_batches_concurrent_turns(serial: TransformersChatModel,
     client.batcher.max_batch = len(prompts)
     greedy = SamplingParams(temperature=0, max_new_tokens=10)
     got = in_one_batch(client.batcher, prompts, [greedy] * len(prompts))
-    assert client.batcher.batch_sizes == [len(prompts)]
+    assert client.batcher.stats.widest == len(prompts)
     assert [ids for ids, _ in got] == [serial.generate(p, greedy)[0] for p in prompts]
 
 
