@@ -145,10 +145,13 @@ def main() -> None:
 def micro_rows(workdir: Path, runner: TrialRunner, jobs: int, k: int, repeat: int,
                tasks: int) -> None:
     """Episodes per minute on the micro suite: batched generation vs one at a time."""
+    import torch
+
     from posttrain_arena.challenges.micro.build import build_micro
     from posttrain_arena.evaluate.suite import suite_from_tasks
     from posttrain_arena.models.transformers_local import TransformersChatModel
 
+    torch.set_num_threads(1)  # what the pipeline sets on CPU (runtime.torch_threads = 0)
     built = build_micro(workdir, with_model=True)
     suite = load_suite(Path(built.suite))
     if tasks:

@@ -28,6 +28,8 @@ update them between batches, never during one (GRPO generates and steps in turn)
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
 import time
 from collections.abc import Sequence
@@ -191,13 +193,13 @@ class BatchedGenerator:
                 rows.advance()
 
     def _forward(self, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
-        # The cache is the fourth parameter of causal LMs' forward, named past_key_values
-        # before transformers 5.x and cache since: passed by position, it is read and
-        # extended in place under either name.
+        """One forward pass; the cache is read and extended in place. By keyword, so that
+        wrappers (PEFT) pass it on."""
         self.stats.passes += 1
         self.stats.rows += ids.shape[0]
         self.stats.widest = max(self.stats.widest, ids.shape[0])
-        return self.model(ids, mask, positions, cache, use_cache=True, logits_to_keep=1)
+        return self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                          use_cache=True, logits_to_keep=1, **{_cache_keyword(): cache})
 
     def _choose(self, requests: list[_Request], logits: Any) -> None:
         """Pick every row's next token; record it and its logprob. Every operation here
@@ -236,6 +238,16 @@ class BatchedGenerator:
         return (request.ids[-1] in self.eos_ids
                 or len(request.ids) >= request.sampling.max_new_tokens
                 or (request.deadline is not None and now >= request.deadline))
+
+
+@functools.cache
+def _cache_keyword() -> str:
+    """The keyword under which this transformers version's own generate hands a model its
+    KV cache: past_key_values, renamed cache in 5.x (the old name is deprecated there)."""
+    from transformers import GenerationMixin
+
+    params = inspect.signature(GenerationMixin.prepare_inputs_for_generation).parameters
+    return "cache" if "cache" in params else "past_key_values"
 
 
 class _Rows:
