@@ -160,7 +160,7 @@ class BatchedGenerator:
             while True:
                 if rows is None:
                     room = self.max_batch
-                else:  # a cache with sliding-window layers is not merged: it runs alone
+                else:  # a cache that cannot be merged (see can_join) runs alone
                     room = self.max_batch - len(rows.requests) if rows.can_join else 0
                 joining = self._take(room) if room else []
                 if joining:
@@ -277,15 +277,18 @@ class _Rows:
         self.mask = mask.to(device)
         # Positions count from each row's first real token, as if it were alone.
         positions = (self.mask.cumsum(-1) - 1).clamp(min=0)
-        self.cache = DynamicCache()
+        self.cache: Any = DynamicCache()
         self.logits = owner._forward(ids.to(device), self.mask, positions,
                                      self.cache).logits[:, -1]
         self.last = positions[:, -1:]
 
     @property
     def can_join(self) -> bool:
-        """Whether other rows can be merged in: every layer a plain growing cache."""
-        return all(not layer.is_sliding for layer in self.cache.layers)
+        """Whether other rows can be merged in: only plain growing layers (not sliding
+        windows, not linear-attention states) are merged by concatenation."""
+        from transformers.cache_utils import DynamicLayer
+
+        return all(type(layer) is DynamicLayer for layer in self.cache.layers)
 
     def select(self, keep: list[int]) -> None:
         """Keep only these rows."""
