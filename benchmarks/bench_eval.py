@@ -7,7 +7,14 @@ backend, in the same process. Prints wall-clock per configuration, the ratio
 agent / oracle (target <= 1.2x) and the agent loop's own overhead per turn: the agent
 phase's time minus the time spent in the model and in shell commands (target < 10 ms).
 
+With `--micro-jobs J` it then evaluates the micro challenge's suite (its random-weight
+tiny model, loaded in this process, with the micro recipe's agent settings) at J
+concurrent trials, twice per round in ABBA order: turns batched across trials
+(`BatchedGenerator`) and turns generated one at a time under a lock (the old path), and
+prints episodes per minute of each and their ratio.
+
     .venv/bin/python benchmarks/bench_eval.py [--tasks 100] [--backend local]
+    .venv/bin/python benchmarks/bench_eval.py --jobs '' --micro-jobs 8
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from posttrain_arena.agents.model import AgentSettings
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.evaluate.report import EvalReport
 from posttrain_arena.evaluate.runner import Progress, evaluate, model_agents
@@ -85,6 +93,12 @@ def main() -> None:
     parser.add_argument("--backend", default="local")
     parser.add_argument("--jobs", default="1,2,4")
     parser.add_argument("--repeat", type=int, default=3, help="rounds per side (best kept)")
+    parser.add_argument("--micro-jobs", type=int, default=0,
+                        help="also compare batched and one-at-a-time generation on the micro "
+                        "suite at this many concurrent trials (0: skip)")
+    parser.add_argument("--micro-k", type=int, default=1, help="samples per micro task")
+    parser.add_argument("--micro-tasks", type=int, default=0,
+                        help="evaluate only the first N suite tasks (0: all)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-eval-"))
     write_tasks(root / "suite", args.tasks)
@@ -98,7 +112,7 @@ def main() -> None:
     print(f"{'jobs':>4} {'oracle s':>9} {'agent s':>9} {'ratio':>6} {'pass o/a':>9} "
           f"{'loop ms/turn':>13}")
     ok = True
-    for jobs in (int(j) for j in args.jobs.split(",")):
+    for jobs in (int(j) for j in args.jobs.split(",") if j):
         # Alternate the two sides and keep each one's best time: other load on the
         # machine then inflates both alike instead of whichever ran during a spike.
         oracle_sec = agent_sec = float("inf")
@@ -120,8 +134,51 @@ def main() -> None:
         ok = ok and ratio <= 1.2 and overhead < 10
         print(f"{jobs:>4} {oracle_sec:>9.2f} {agent_sec:>9.2f} {ratio:>5.2f}x "
               f"{rate(oracle):>4}/{rate(agent):<4} {overhead:>13.3f}")
-    print("targets: ratio <= 1.2x, loop overhead < 10 ms/turn:", "met" if ok else "NOT met")
+    if args.jobs:
+        print("targets: ratio <= 1.2x, loop overhead < 10 ms/turn:", "met" if ok else "NOT met")
+    if args.micro_jobs:
+        micro_rows(root / "micro", runner, args.micro_jobs, args.micro_k, args.repeat,
+                   args.micro_tasks)
     sys.exit(0)
+
+
+def micro_rows(workdir: Path, runner: TrialRunner, jobs: int, k: int, repeat: int,
+               tasks: int) -> None:
+    """Episodes per minute on the micro suite: batched generation vs one at a time."""
+    import torch
+
+    from posttrain_arena.challenges.micro.build import build_micro
+    from posttrain_arena.evaluate.suite import suite_from_tasks
+    from posttrain_arena.models.transformers_local import TransformersChatModel
+
+    torch.set_num_threads(1)  # what the pipeline sets on CPU (runtime.torch_threads = 0)
+    built = build_micro(workdir, with_model=True)
+    suite = load_suite(Path(built.suite))
+    if tasks:
+        suite = suite_from_tasks(suite.tasks[:tasks], source=f"micro-first-{tasks}")
+    # The micro recipe's [agent] section, as the pipeline turns it into settings.
+    settings = AgentSettings(max_turns=3, max_new_tokens=48, max_tokens=3 * 48,
+                             temperature=0.7)
+    models = {"batched": TransformersChatModel.from_pretrained(built.model, device="cpu"),
+              "one-at-a-time": TransformersChatModel.from_pretrained(built.model, device="cpu",
+                                                                     max_batch=None)}
+    episodes = len(suite.tasks) * k
+    best = dict.fromkeys(models, float("inf"))
+    for round_ in range(repeat):
+        for side in list(models) if round_ % 2 == 0 else list(models)[::-1]:
+            t0 = time.perf_counter()
+            evaluate(suite, model_agents(models[side], settings), k=k, jobs=jobs, runner=runner)
+            best[side] = min(best[side], time.perf_counter() - t0)
+            load = os.getloadavg()[0]
+            print(f"  round {round_} {side:>13}: {time.perf_counter() - t0:6.1f} s "
+                  f"(load {load:.1f})", flush=True)
+    batcher = models["batched"].batcher
+    print(f"micro suite: {episodes} episodes, jobs {jobs}, load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (best of {repeat})")
+    for side, sec in best.items():
+        print(f"  {side:>13}: {60 * episodes / sec:7.1f} episodes/min ({sec:.1f} s)")
+    print(f"  batched / one-at-a-time: {best['one-at-a-time'] / best['batched']:.2f}x; "
+          f"mean rows per forward pass {batcher.stats.mean_rows if batcher else 0:.1f}")
 
 
 def collector(out: list[dict[str, Any]]) -> Progress:

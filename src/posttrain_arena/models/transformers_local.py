@@ -12,6 +12,10 @@ With `prefix_ids` (the ids of the conversation so far, as generated) the next pr
 continues from them exactly and only the messages added since are tokenised, so a
 multi-turn episode is one token sequence the model really saw. torch and transformers
 are imported lazily.
+
+Turns of concurrent trials (threads) are generated together by a `BatchedGenerator`
+(models/batching.py); with `max_batch=None` each turn is one `model.generate` call under
+a lock instead, the reference path the batched one is tested against.
 """
 
 from __future__ import annotations
@@ -22,13 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from posttrain_arena.models.base import ChatResponse, ModelError, SamplingParams, Usage
+from posttrain_arena.models.batching import DEFAULT_MAX_BATCH, BatchedGenerator
 from posttrain_arena.models.toolcalls import decode_arguments, parse_tool_calls
 
 
 class TransformersChatModel:
     """Chat with a causal LM loaded in this process."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, name: str = "hf") -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, name: str = "hf",
+                 max_batch: int | None = DEFAULT_MAX_BATCH) -> None:
+        """`max_batch`: most turns of concurrent callers generated together; None runs
+        each turn alone through transformers' `generate` (one at a time)."""
         if getattr(tokenizer, "chat_template", None) is None:
             raise ModelError(f"{name}: the tokenizer has no chat_template; the model agent "
                              "needs one to render conversations and tools")
@@ -44,10 +52,16 @@ class TransformersChatModel:
                 self.eos_ids.append(int(extra))
         if not self.eos_ids:
             raise ModelError(f"{name}: the tokenizer defines no eos_token; set one")
+        self.pad_id: int = (tokenizer.pad_token_id if tokenizer.pad_token_id is not None
+                            else self.eos_ids[0])
+        self.batcher = (BatchedGenerator(model, eos_ids=self.eos_ids, pad_id=self.pad_id,
+                                         max_batch=max_batch)
+                        if max_batch is not None else None)
 
     @classmethod
     def from_pretrained(
-        cls, path: Path | str, *, device: str | None = None, dtype: str = "auto"
+        cls, path: Path | str, *, device: str | None = None, dtype: str = "auto",
+        max_batch: int | None = DEFAULT_MAX_BATCH,
     ) -> TransformersChatModel:
         """Load a local model directory (nothing is downloaded)."""
         path = Path(path)
@@ -65,7 +79,7 @@ class TransformersChatModel:
             raise ModelError(f"cannot load model from {path}: {exc}") from exc
         model.to(device)  # type: ignore[arg-type]
         model.eval()
-        return cls(model, tokenizer, name=f"hf:{path}")
+        return cls(model, tokenizer, name=f"hf:{path}", max_batch=max_batch)
 
     # -- rendering -------------------------------------------------------------------
 
@@ -184,7 +198,10 @@ class TransformersChatModel:
 
     def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> tuple[
             list[int], list[float]]:
-        """(completion ids, their logprobs) for a prompt; one generation at a time."""
+        """(completion ids, their logprobs) for a prompt: batched with other threads'
+        turns, or alone through transformers' `generate` when built with max_batch=None."""
+        if self.batcher is not None:
+            return self.batcher.generate(prompt_ids, sampling)
         import torch
 
         device = next(self.model.parameters()).device
@@ -194,8 +211,7 @@ class TransformersChatModel:
             "max_new_tokens": sampling.max_new_tokens,
             "do_sample": not greedy,
             "eos_token_id": self.eos_ids,
-            "pad_token_id": self.tokenizer.pad_token_id
-            if self.tokenizer.pad_token_id is not None else self.eos_ids[0],
+            "pad_token_id": self.pad_id,
             "return_dict_in_generate": True,
             "output_logits": True,
         }

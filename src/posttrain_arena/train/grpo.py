@@ -142,7 +142,9 @@ class AgentRollout:
             policy = VllmPolicy(model, trainer.processing_class,
                                 trainer.vllm_generation.vllm_client)
         else:
-            policy = TransformersChatModel(model, trainer.processing_class, name="policy")
+            # Turns of the step's concurrent episodes are generated as one batch.
+            policy = TransformersChatModel(model, trainer.processing_class, name="policy",
+                                           max_batch=self.concurrency)
         agent = ModelAgent(policy, self.settings, name="policy")
         step = int(trainer.state.global_step)
         names = [str(p) for p in prompts]
