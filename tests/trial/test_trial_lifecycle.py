@@ -181,8 +181,8 @@ def _with_slow_oracle(task_root: Path, *, verifier_timeout: int, sleep: float) -
     """The task with a verifier time limit of `verifier_timeout` s and an oracle that
     takes `sleep` s before it answers."""
     md = task_root / "task.md"
-    md.write_text(md.read_text().replace("  timeout_sec: 60\n",
-                                         f"  timeout_sec: {verifier_timeout}\n", 1))
+    md.write_text(md.read_text().replace("verifier:\n  timeout_sec: 60\n",
+                                         f"verifier:\n  timeout_sec: {verifier_timeout}\n", 1))
     solve = task_root / "oracle" / "solve.sh"
     solve.write_text(solve.read_text().replace("set -e\n", f"set -e\nsleep {sleep}\n", 1))
     return load_task(task_root)

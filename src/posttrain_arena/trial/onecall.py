@@ -81,7 +81,10 @@ class EarlyExec:
 
     def _run(self, plan: TrialPlan, session: Future[Session], roots: list[str],
              command: VerifierCommand) -> Reading | None:
-        return verification.run(plan, session.result(), command, prefix=wrapper(roots),
+        pristine = session.result()
+        if self._state.done() and self._state.exception() is not None:
+            raise StateWithdrawn()  # withdrawn before the session was up: start nothing
+        return verification.run(plan, pristine, command, prefix=wrapper(roots),
                                 stdin=lambda: self._state.result(), untar="/",
                                 prefix_failed=STATE_FAILED)
 
