@@ -173,6 +173,8 @@ def main() -> None:
     per_trial: dict[str, float] = {}
     for name in backends:
         runner = TrialRunner(name, records_root=work / f"records-{name}")
+        if runner.pool is not None:  # slow baselines between repetitions must not let
+            runner.pool.idle_sec = 3600.0  # the warm sessions expire (a batch never waits)
         image = runner.image_for(task)
         first = runner.run(task, OracleAgent())
         assert first.reward == 1.0, first.reason
