@@ -8,8 +8,14 @@ batch does:
   `docker run --rm --network none IMAGE true` and vs a hand-made docker-CLI trial
   (run -d, cp solve, exec solve, cp verifier, exec verify, rm -f): target <= 2x bare;
 * local trial (bubblewrap): target <= 0.15 s, beside one bare bwrap + python3 start;
-* Docker Engine API calls per trial;
+* Docker Engine API calls per trial (every request docker-py sends, the trial's
+  background ones included), listed by endpoint;
 * throughput of a replay (oracle + empty trial per task) of N tasks at -j 1, 2, 4.
+
+Repetitions are interleaved (a trial, then its baselines), each one started once the
+engine is idle (the previous trial's background pool refill and removals done), so no
+figure carries another's work; the trials are also timed back to back, as a batch runs
+them. The load average is printed beside each figure.
 
     .venv/bin/python benchmarks/bench_trial.py [--tasks 50] [--reps 5] [--backends docker,local]
 """
@@ -17,12 +23,17 @@ batch does:
 from __future__ import annotations
 
 import argparse
+import collections
+import os
+import re
 import secrets
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.spec.package import load_task
@@ -64,6 +75,12 @@ def make_task(root: Path, secret: str | None = None) -> Path:
     return root
 
 
+BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+         "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+         "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+         "/usr/bin/python3", "-I", "-S", "-c", "pass"]
+
+
 def timed(fn, reps: int) -> list[float]:  # type: ignore[no-untyped-def]
     out = []
     for _ in range(reps):
@@ -94,6 +111,54 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
+def load() -> str:
+    """The 1/5/15-minute load averages, printed beside every figure."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+class ApiCalls:
+    """Every Engine API request docker-py sends (method and endpoint, ids elided), from
+    any thread: the trial's own and its background ones (pool refills, removals)."""
+
+    def __init__(self, api: Any) -> None:
+        self.calls: list[str] = []
+        self.in_flight = 0
+        self.last = time.monotonic()
+        self._lock = threading.Lock()
+        send = api.send
+
+        def counted(request: Any, **kwargs: Any) -> Any:
+            path = re.sub(r"/[0-9a-f]{64}|/arena-[0-9a-f]{12}", "/ID",
+                          request.path_url.split("?")[0])
+            with self._lock:
+                self.calls.append(f"{request.method} {re.sub(r'^/v[0-9.]+', '', path)}")
+                self.in_flight += 1
+            try:
+                return send(request, **kwargs)
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
+                    self.last = time.monotonic()
+
+        api.send = counted
+
+    def quiesce(self, idle: float = 0.3, limit: float = 30.0) -> None:
+        """Wait until no request has been in flight for `idle` seconds."""
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            with self._lock:
+                quiet = self.in_flight == 0 and time.monotonic() - self.last >= idle
+            if quiet:
+                return
+            time.sleep(0.05)
+
+    def take(self) -> list[str]:
+        with self._lock:
+            calls, self.calls = self.calls, []
+        return calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=50, help="tasks in the replay")
@@ -108,43 +173,62 @@ def main() -> None:
     per_trial: dict[str, float] = {}
     for name in backends:
         runner = TrialRunner(name, records_root=work / f"records-{name}")
+        if runner.pool is not None:  # slow baselines between repetitions must not let
+            runner.pool.idle_sec = 3600.0  # the warm sessions expire (a batch never waits)
         image = runner.image_for(task)
         first = runner.run(task, OracleAgent())
         assert first.reward == 1.0, first.reason
-        calls = [0]
-        api = getattr(getattr(runner.backend, "client", None), "api", None)
-        if api is not None:
-            def count(response: object, *args: object, _calls: list[int] = calls,
-                      **kwargs: object) -> None:
-                _calls[0] += 1
-
-            api.hooks["response"].append(count)
-        times = timed(lambda r=runner: r.run(task, OracleAgent(), seed=time.monotonic_ns()),
-                      args.reps)
+        api = ApiCalls(runner.backend.client.api) if name == "docker" else None
+        tag = image.tag
+        # interleaved: each repetition runs the trial, then its baselines
+        times: list[float] = []
+        bare_times: list[float] = []
+        cli_times: list[float] = []
+        per_call: list[list[str]] = []
+        for _ in range(args.reps):
+            if api is not None:
+                api.quiesce()
+                api.take()
+            t0 = time.perf_counter()
+            result = runner.run(task, OracleAgent(), seed=time.monotonic_ns())
+            times.append(time.perf_counter() - t0)
+            assert result.reward == 1.0, result.reason
+            if api is not None:
+                api.quiesce()  # the trial's background calls (pool refill, removal)
+                per_call.append(api.take())
+            if name == "docker":
+                bare_times.append(timed(lambda t=tag: sh(
+                    "docker", "run", "--rm", "--network", "none", t, "true"), 1)[0])
+                cli_times.append(timed(lambda t=tag: handmade_cli_trial(t, task.root), 1)[0])
+            if name == "local":
+                bare_times.append(timed(lambda: sh(*BWRAP), 1)[0])
         per_trial[name] = med(times)
+        back_to_back = timed(lambda r=runner: r.run(task, OracleAgent(),
+                                                    seed=time.monotonic_ns()), args.reps)
         runner.close()
-        extra = f", {calls[0] / args.reps:.0f} Engine API calls/trial" if api else ""
-        print(f"{name:>6} trial (oracle + fresh verify): {med(times):.3f} s{extra}")
+        print(f"{name:>6} trial (oracle + fresh verify): {med(times):.3f} s, back to back "
+              f"{med(back_to_back):.3f} s  ({load()})")
+        if per_call:
+            calls = per_call[-1]
+            print(f"  Engine API calls per trial: {[len(c) for c in per_call]} "
+                  "(trial thread and its background ones), the last one's:")
+            for call, n in collections.Counter(calls).most_common():
+                print(f"    {n:2d} x {call}")
+        bare = med(bare_times)
         if name == "docker":
-            tag = image.tag
-            bare = med(timed(lambda t=tag: sh("docker", "run", "--rm", "--network", "none",
-                                               t, "true"), args.reps))
-            cli = med(timed(lambda t=tag: handmade_cli_trial(t, task.root), args.reps))
+            cli = med(cli_times)
             print(f"  bare `docker run --rm --network none IMAGE true`: {bare:.3f} s")
             print(f"  hand-made docker-CLI trial:                        {cli:.3f} s")
             print(f"  ratio trial / bare docker run: {per_trial[name] / bare:.2f}x "
-                  "(target <= 2x)")
+                  f"(target <= 2x; per repetition "
+                  f"{[round(t / b, 2) for t, b in zip(times, bare_times, strict=True)]})")
             print(f"  ratio trial / hand-made CLI trial: {per_trial[name] / cli:.2f}x "
                   "(target <= 1x)")
         if name == "local":
-            bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-                     "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-                     "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-                     "/usr/bin/python3", "-I", "-S", "-c", "pass"]
-            bare = med(timed(lambda b=bwrap: sh(*b), args.reps))  # type: ignore[misc]
             print(f"  bare `bwrap ... python3 -I -S -c pass` (same machine, same run): "
                   f"{bare:.3f} s; ratio {per_trial[name] / bare:.1f}x")
             print(f"  target <= 0.150 s: {'met' if per_trial[name] <= 0.15 else 'NOT met'}")
+        print(f"  ({load()})")
     coll = work / "collection" / "envs"
     for i in range(args.tasks):
         make_task(coll / f"t{i:03d}")

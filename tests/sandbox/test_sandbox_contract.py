@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,44 @@ def test_exec_streams_output(session: Session) -> None:
 def test_state_persists_between_execs(session: Session) -> None:
     assert session.exec("echo kept > /root/state.txt; echo t > /tmp/t").exit_code == 0
     assert session.exec("cat /root/state.txt /tmp/t").stdout == "kept\nt\n"
+
+
+def test_stdin_from_a_callable_reaches_a_command_that_started_first(session: Session) -> None:
+    started: list[str] = []
+
+    def later() -> bytes:  # called while the command already runs, waiting on stdin
+        for _ in range(100):
+            probe = session.exec(["sh", "-c", "cat started.txt 2>/dev/null"])
+            if probe.stdout:
+                started.append(probe.stdout)
+                break
+            time.sleep(0.05)
+        time.sleep(1.5)  # longer than the timeout: it counts from here
+        return b"late input"
+
+    r = session.exec(["sh", "-c", "echo up > started.txt; cat"], stdin=later, timeout=1.2)
+    assert started == ["up\n"]
+    assert (r.exit_code, r.stdout, r.timed_out) == (0, "late input", False)
+
+
+def test_a_callable_stdin_that_raises_kills_the_command_before_it_reads_eof(
+    session: Session,
+) -> None:
+    def fail() -> bytes:
+        for _ in range(100):
+            if session.exec(["sh", "-c", "test -f waiting.txt"]).exit_code == 0:
+                break
+            time.sleep(0.05)
+        raise LookupError("no input after all")
+
+    script = "echo > waiting.txt; cat > got.txt; sleep 1; echo ran on > after.txt"
+    with pytest.raises(LookupError, match="no input after all"):
+        session.exec(["sh", "-c", script], stdin=fail, timeout=30)
+    time.sleep(1.5)  # what a command given end of file would have done by now
+    left = session.exec(["sh", "-c", "ls; cat after.txt 2>/dev/null; true"])
+    assert left.exit_code == 0 and "waiting.txt" in left.stdout
+    assert "ran on" not in left.stdout and "after.txt" not in left.stdout
+    assert "sleep 1" not in session.exec(LIST_PROCS).stdout
 
 
 def test_timeout_kills_the_whole_tree(session: Session) -> None:

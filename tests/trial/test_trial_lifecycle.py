@@ -11,6 +11,7 @@ import pytest
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.script import ScriptAgent
+from posttrain_arena.spec.package import TaskPackage, load_task
 from posttrain_arena.trial.journal import Journal
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner, trial_id
@@ -174,3 +175,43 @@ def test_warm_pool_stops_idle_sessions(
     again.take(image, Limits(), {}).stop()
     again.close()
     assert not live()
+
+
+def _with_slow_oracle(task_root: Path, *, verifier_timeout: int, sleep: float) -> TaskPackage:
+    """The task with a verifier time limit of `verifier_timeout` s and an oracle that
+    takes `sleep` s before it answers."""
+    md = task_root / "task.md"
+    md.write_text(md.read_text().replace("verifier:\n  timeout_sec: 60\n",
+                                         f"verifier:\n  timeout_sec: {verifier_timeout}\n", 1))
+    solve = task_root / "oracle" / "solve.sh"
+    solve.write_text(solve.read_text().replace("set -e\n", f"set -e\nsleep {sleep}\n", 1))
+    return load_task(task_root)
+
+
+def test_the_verifier_time_limit_counts_from_when_the_state_arrives(
+    backend_name: str, runner_factory: Factory, tmp_path: Path
+) -> None:
+    # fresh verification may start the verifier's exec while the agent works (docker):
+    # an agent phase longer than the verifier's limit must not eat into that limit
+    make_task(tmp_path / "task")
+    task = _with_slow_oracle(tmp_path / "task", verifier_timeout=3, sleep=4.5)
+    assert task.frontmatter.verifier.timeout_sec == 3
+    result = runner_factory(backend_name).run(task, OracleAgent())
+    assert (result.outcome, result.reward) == (Outcome.SCORED, 1.0), result.reason
+
+
+def test_a_trial_that_ends_before_verification_leaves_no_session(
+    backend_name: str, runner_factory: Factory, tmp_path: Path
+) -> None:
+    task = make_task(tmp_path / "task")
+    script = tmp_path / "sleepy.sh"
+    script.write_text("sleep 600\n")
+    runner = runner_factory(backend_name, warm_pool=False)  # sessions carry the trial id
+    result = runner.run(task, ScriptAgent(script), agent_timeout=2)
+    assert result.outcome is Outcome.AGENT_TIMEOUT
+    if backend_name == "docker":
+        import docker
+
+        left = docker.from_env().containers.list(
+            all=True, filters={"label": f"posttrain-arena.trial={result.trial_id}"})
+        assert left == [], [c.name for c in left]

@@ -99,6 +99,10 @@ class Mount:
     read_only: bool = True
 
 
+Stdin = bytes | Callable[[], bytes]
+"""What an exec's standard input gets: bytes, or a callable that waits for them."""
+
+
 @runtime_checkable
 class Session(Protocol):
     """One running sandbox instance."""
@@ -114,11 +118,15 @@ class Session(Protocol):
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         on_output: Callable[[str], None] | None = None,
-        stdin: bytes | None = None,
+        stdin: Stdin | None = None,
     ) -> ExecResult:
         """Run a command (a string runs under `bash -lc`). Timeout kills it, and every
         process it started, and returns timed_out=True. `stdin`: bytes fed to the
-        command's standard input, which is then closed (else it reads end of file).
+        command's standard input, which is then closed (else it reads end of file); or a
+        callable giving them, called once the command has started, so that a command
+        can be started before its input exists (it waits on its input meanwhile): the
+        timeout counts from when the callable returns, and when it raises, the command
+        and every process it started are killed and exec raises that exception.
         Raises SandboxError when the session cannot run commands (stopped, halted, or
         wrecked from inside: its PID 1 killed, its workdir deleted)."""
         ...

@@ -31,6 +31,7 @@ from posttrain_arena.sandbox.base import (
     ImageRef,
     MissingPath,
     SandboxError,
+    Stdin,
     TransferBounds,
     TransferLimit,
 )
@@ -69,10 +70,11 @@ class DockerSession:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         on_output: Callable[[str], None] | None = None,
-        stdin: bytes | None = None,
+        stdin: Stdin | None = None,
     ) -> ExecResult:
         """Run a command through the exec API; on timeout kill its whole tree.
-        `stdin`: bytes fed to the command's standard input, which is then closed."""
+        `stdin`: bytes fed to the command's standard input, which is then closed, or a
+        callable giving them once the command runs (see Session.exec)."""
         import docker.errors
 
         if self._stopped or self._halted:
@@ -96,9 +98,21 @@ class DockerSession:
             if stdin is None:
                 stream: Any = self.api.exec_start(exec_id, stream=True, demux=True)
             else:
-                stream = _StdinStream(self.api.exec_start(exec_id, socket=True), stdin)
+                sock = self.api.exec_start(exec_id, socket=True)
         except docker.errors.APIError as exc:
             raise SandboxError(f"exec in session {self.id} failed: {exc}") from exc
+        if stdin is not None:
+            if callable(stdin):
+                try:  # the command runs and waits on its input meanwhile
+                    payload = stdin()
+                except BaseException:
+                    self._cancel(exec_id, marker)  # then close: no EOF reaches it alive
+                    _StdinStream.close_socket(sock)
+                    raise
+                t0 = time.monotonic()
+            else:
+                payload = stdin
+            stream = _StdinStream(sock, payload)
         out, err = OutputCapture(on_output), OutputCapture(on_output)
         failure: list[BaseException] = []
 
@@ -155,6 +169,25 @@ class DockerSession:
                 self._kill_marked(marker)
                 return None
             time.sleep(0.2)
+
+    def _cancel(self, exec_id: str, marker: str, *, patience: float = 10.0) -> None:
+        """Kill an exec's tree and wait until the engine reports it ended (an exec may
+        start a moment after exec_start answers, so one kill is not enough)."""
+        import docker.errors
+
+        deadline = time.monotonic() + patience
+        while True:
+            self._kill_marked(marker)
+            try:
+                info = self.api.exec_inspect(exec_id)
+            except docker.errors.APIError:
+                return  # the session is gone, and the exec with it
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return
+            if time.monotonic() > deadline or self._stopped or self._halted:
+                self.halt()  # whatever it is doing, it ends with the session
+                return
+            time.sleep(0.05)
 
     def _run_root(self, argv: list[str]) -> None:
         exec_id = self.api.exec_create(self.container, argv, user="0", stdout=True, stderr=True)
@@ -401,6 +434,11 @@ class _StdinStream:
             self.close()
 
     def close(self) -> None:
-        for handle in (self.sock, self.raw):
+        self.close_socket(self.sock)
+
+    @staticmethod
+    def close_socket(sock: Any) -> None:
+        """Close an exec's hijacked connection and its raw socket."""
+        for handle in (sock, getattr(sock, "_sock", sock)):
             with contextlib.suppress(Exception):
                 handle.close()

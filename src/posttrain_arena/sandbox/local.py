@@ -35,6 +35,7 @@ from posttrain_arena.sandbox.base import (
     Mount,
     PrerequisiteError,
     SandboxError,
+    Stdin,
     TransferBounds,
 )
 from posttrain_arena.sandbox.bwrap import base_bwrap_args, bwrap_path
@@ -142,7 +143,7 @@ class LocalSession:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         on_output: Callable[[str], None] | None = None,
-        stdin: bytes | None = None,
+        stdin: Stdin | None = None,
     ) -> ExecResult:
         """Run a command in a fresh bwrap over this session's files (see module doc)."""
         if self._stopped or self._halted:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from posttrain_arena.sandbox.base import ExecResult
+from posttrain_arena.sandbox.base import ExecResult, Stdin
 
 MAX_CAPTURE = 8 << 20  # bytes kept per stream; the rest is dropped with a marker
 _TRUNCATED = "\n[... output truncated by posttrain-arena ...]\n"
@@ -63,10 +63,12 @@ def run_with_deadline(
     register: Callable[[subprocess.Popen[bytes], bool], None] | None = None,
     pass_fds: tuple[int, ...] = (),
     after_start: Callable[[], None] | None = None,
-    stdin: bytes | None = None,
+    stdin: Stdin | None = None,
 ) -> ExecResult:
     """Run argv; on timeout kill its process group (and `kill_extra`) and return
-    timed_out=True with exit code 137. `stdin` is fed to the process (then closed)."""
+    timed_out=True with exit code 137. `stdin` is fed to the process (then closed); a
+    callable is called once the process runs, and the timeout counts from its return
+    (when it raises, the process group is killed and the exception goes on)."""
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -84,18 +86,29 @@ def run_with_deadline(
             after_start()
     if register is not None:
         register(proc, True)
-    if stdin is not None:
-        assert proc.stdin is not None
-        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True,
-                         name="exec-stdin").start()
     out, err = OutputCapture(on_output), OutputCapture(on_output)
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
     sel.register(proc.stdout, selectors.EVENT_READ, out)
     sel.register(proc.stderr, selectors.EVENT_READ, err)
-    deadline = None if timeout is None else t0 + timeout
-    timed_out = False
+    timed_out = fed = False
     try:
+        if stdin is not None:
+            assert proc.stdin is not None
+            if callable(stdin):
+                try:  # the process runs and waits on its input meanwhile
+                    payload = stdin()
+                except BaseException:
+                    if kill_extra is not None:
+                        kill_extra()
+                    raise  # the finally kills the group
+                t0 = time.monotonic()
+            else:
+                payload = stdin
+            threading.Thread(target=_feed, args=(proc.stdin, payload), daemon=True,
+                             name="exec-stdin").start()
+            fed = True
+        deadline = None if timeout is None else t0 + timeout
         while sel.get_map():
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
@@ -117,6 +130,9 @@ def run_with_deadline(
         if proc.poll() is None:
             _kill_group(proc)
             proc.wait()
+        if proc.stdin is not None and not fed:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
         if proc.stdout:
             proc.stdout.close()
         if proc.stderr:

@@ -38,7 +38,12 @@ from posttrain_arena.trial.state import (
     state_roots,
 )
 from posttrain_arena.trial.verification import Reading
-from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH, build_command
+from posttrain_arena.trial.verifier import (
+    LOGS_DIR,
+    PINNED_PATH,
+    VerifierCommand,
+    build_command,
+)
 
 AGENT_GRACE_SEC = 5.0
 """How long past its deadline an agent's own code may take to return."""
@@ -82,8 +87,9 @@ def _check_trust(plan: TrialPlan, roots: list[str], pristine: Session) -> None:
 
 def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
     sessions: list[Session] = []
-    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="trial")
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="trial")
     verifier_future = pool.submit(_start_verifier, plan, roots) if plan.fresh else None
+    early: onecall.EarlyExec | None = None
     try:
         t0 = time.monotonic()
         limits = plan.limits(network=plan.network)
@@ -98,6 +104,9 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
         if not known or reason is not None:  # once per image: before the agent starts
             pristine = verifier_future.result() if verifier_future is not None else agent_session
             _check_trust(plan, roots, pristine)
+        if verifier_future is not None and not plan.backend.host_copies:
+            # after the probe, before the agent: the verifier's exec waits for the state
+            early = onecall.EarlyExec(plan, verifier_future, roots, _fresh_command(plan), pool)
         ended = _agent_phase(plan, agent_session)
         if ended is not None:
             return ended
@@ -105,7 +114,8 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
         if verifier_future is not None:
             vsession = verifier_future.result()
             plan.timings["verifier_wait"] = time.monotonic() - t0
-            reading = _verify_fresh(plan, agent_session, vsession, roots, pool, sessions)
+            reading = _verify_fresh(plan, agent_session, vsession, roots, pool, sessions,
+                                    early)
         else:
             reading = _verify_shared(plan, agent_session, roots)
         plan.timings["verify"] = time.monotonic() - t0
@@ -113,6 +123,8 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
         return PhaseOutcome(outcome, reading.reward, reading.reason, reading.details,
                             agent_info=plan.agent_info, verifier_exit_code=reading.exit_code)
     finally:
+        if early is not None:
+            early.withdraw()  # unless fed: the trial ended before verification
         if verifier_future is not None:
             with contextlib.suppress(Exception):  # when it never started, nothing to stop
                 vsession = verifier_future.result()
@@ -229,13 +241,20 @@ def _end_agent_processes(plan: TrialPlan, session: Session) -> None:
         session.kill_all()
 
 
+def _fresh_command(plan: TrialPlan) -> VerifierCommand:
+    """The verifier's command in a fresh session (the pristine image's environment)."""
+    return build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
+                         harness_dir=HARNESS_DIR, workdir=plan.workdir,
+                         base_env=dict(plan.image.env), isolate_site=False)
+
+
 def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
                   roots: list[str], pool: ThreadPoolExecutor,
-                  sessions: list[Session]) -> Reading:
+                  sessions: list[Session], early: onecall.EarlyExec | None) -> Reading:
     """Move the state roots into the verifier's pristine session and verify there: by
-    host copies where the backend has them; else in one exec when the state is small
-    (`onecall`), else (or when the image cannot restore it that way) by plain copies
-    into a new pristine session."""
+    host copies where the backend has them; else in one exec, started while the agent
+    worked, when the state is small (`onecall`), else (or when the image cannot restore
+    it that way) by plain copies into a new pristine session."""
     t0 = time.monotonic()
     storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
     try:
@@ -246,20 +265,16 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     pool.submit(agent_session.stop)
     if report.dropped_links:
         plan.record.write_text("dropped_links.txt", "\n".join(report.dropped_links) + "\n")
-    command = build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
-                            harness_dir=HARNESS_DIR, workdir=plan.workdir,
-                            base_env=dict(plan.image.env), isolate_site=False)
+    command = _fresh_command(plan)
     if plan.backend.host_copies:  # emptied at start; plain host copies are cheapest
         put_state(vsession, report)
         plan.timings["state_copy"] = time.monotonic() - t0
         reading = verification.run(plan, vsession, command)
         assert reading is not None  # no prefix: the verifier always ran
         return reading
-    if report.kbytes * 1024 <= onecall.MAX_STATE_BYTES:
+    if early is not None and report.kbytes * 1024 <= onecall.MAX_STATE_BYTES:
         plan.timings["state_copy"] = time.monotonic() - t0
-        reading = verification.run(plan, vsession, command, prefix=onecall.wrapper(roots),
-                                   stdin=state_archive(report),
-                                   prefix_failed=onecall.STATE_FAILED)
+        reading = early.feed(state_archive(report))
         if reading is not None:
             report.copied.extend(report.hosts)
             return reading
@@ -268,6 +283,8 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
                                       mounts=_verifier_mounts(plan),
                                       labels=plan.labels("verifier"))
         sessions.append(vsession)
+    elif early is not None:
+        early.withdraw()  # too large to hold in memory: the plain way, in this session
     clear_roots(vsession, roots, logs=LOGS_DIR)
     put_state(vsession, report)
     plan.timings["state_copy"] = time.monotonic() - t0

@@ -5,24 +5,38 @@ the state in (an archive upload, which costs the engine a helper process), then 
 verifier (an exec). Where the state is small, one exec does both with the pristine
 image's own `/bin/sh` and `tar`:
 
-    empty the roots and the output directory, tar -x < state  ──▶  exec the supervisor
+    empty the roots and the output directory  ──▶  exec the supervisor, which restores
+    the state from stdin (tar -x, before any of it runs)  ──▶  the supervised verifier
 
-The wrapper runs before any of the agent's code can (nothing from the state has run
-yet) and ends by exec'ing the supervised verifier, so the verifier's output is read
-exactly as on the plain path (verification.run: halt, then copy out). When the wrapper
-cannot restore the state (no tar in the image) it exits with STATE_FAILED before the
-supervisor starts; the caller then goes the plain way in a new pristine session.
+The wrapper and the restore run before any of the agent's code can, and the verifier's
+output is read exactly as on the plain path (verification.run: halt, then copy out).
+When the state cannot be restored that way (no tar in the image) the exec exits with
+STATE_FAILED and no supervisor status; the caller then goes the plain way in a new
+pristine session.
+
+`EarlyExec` starts that exec before the state exists, while the agent works: the wrapper
+and the supervisor's interpreter are up, waiting on stdin, when the agent's session has
+been halted and read.
 """
 
 from __future__ import annotations
 
-from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH
+import contextlib
+from concurrent.futures import Executor, Future
+
+from posttrain_arena.sandbox.base import Session
+from posttrain_arena.trial import verification
+from posttrain_arena.trial.plan import TrialPlan
+from posttrain_arena.trial.supervise import RESTORE_FAILED
+from posttrain_arena.trial.verification import Reading
+from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH, VerifierCommand
 
 MAX_STATE_BYTES = 64 << 20
 """Larger state goes the plain way (the archive is held in memory)."""
 
-STATE_FAILED = 86
-"""The wrapper's exit status when the state could not be restored."""
+STATE_FAILED = RESTORE_FAILED
+"""The exit status of the exec when the state could not be restored (the wrapper's
+and the supervisor's)."""
 
 _WRAP = "PATH=" + PINNED_PATH + r"""
 logs=$1; n=$2; shift 2
@@ -33,12 +47,57 @@ while [ "$n" -gt 0 ]; do
   else rm -rf -- "$p" || exit 86; fi
 done
 rm -rf -- "$logs" && mkdir -p -m 0755 -- "$logs" || exit 86
-tar --numeric-owner -xpf - -C / || exit 86
 exec "$@"
 """
 
 
 def wrapper(roots: list[str]) -> list[str]:
-    """The argv prefix that empties `roots` and the output directory, restores the state
-    from stdin, then execs the rest of the argv (the supervised verifier)."""
+    """The argv prefix that empties `roots` and the output directory, then execs the
+    rest of the argv (the supervisor, which restores the state from stdin)."""
     return ["/bin/sh", "-c", _WRAP, "arena-verify", LOGS_DIR, str(len(roots)), *roots]
+
+
+class StateWithdrawn(Exception):
+    """The agent's state does not come through the early exec (too large for it, or the
+    trial ended before verification)."""
+
+
+class EarlyExec:
+    """The one exec, started in the verifier's pristine session while the agent works:
+    the wrapper empties the roots and the output directory, then the supervisor waits
+    in `tar` for the state on its stdin; the verifier's timeout counts from when it
+    arrives. So after the agent phase only the state's bytes stand between reading the
+    agent's halted session and the verifier, not an exec's start, a shell and the
+    supervisor's interpreter.
+
+    Started only after the pristine probe (the probe reads the session before anything
+    of the harness's has run in it) and in a session no agent can reach. `feed` or
+    `withdraw` must be called: until then the exec waits."""
+
+    def __init__(self, plan: TrialPlan, session: Future[Session], roots: list[str],
+                 command: VerifierCommand, executor: Executor) -> None:
+        self._state: Future[bytes] = Future()
+        self._reading = executor.submit(self._run, plan, session, roots, command)
+
+    def _run(self, plan: TrialPlan, session: Future[Session], roots: list[str],
+             command: VerifierCommand) -> Reading | None:
+        pristine = session.result()
+        if self._state.done() and self._state.exception() is not None:
+            raise StateWithdrawn()  # withdrawn before the session was up: start nothing
+        return verification.run(plan, pristine, command, prefix=wrapper(roots),
+                                stdin=lambda: self._state.result(), untar="/",
+                                prefix_failed=STATE_FAILED)
+
+    def feed(self, archive: bytes) -> Reading | None:
+        """Send the state (an uncompressed tar named from '/'); the verifier's reading,
+        or None when the image could not restore it (see verification.run)."""
+        self._state.set_result(archive)
+        return self._reading.result()
+
+    def withdraw(self) -> None:
+        """The state will not come: end the exec (its wrapper only emptied the roots and
+        the output directory) and wait until it has ended. Idempotent."""
+        if not self._state.done():
+            self._state.set_exception(StateWithdrawn())
+        with contextlib.suppress(Exception):  # whatever it raised, it is over
+            self._reading.result()

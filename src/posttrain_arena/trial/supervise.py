@@ -1,6 +1,6 @@
 """The verifier's supervisor: runs inside the verifier's session, standalone (stdlib only).
 
-    python3 -I -S -B supervise.py STATUS_DIR -- ARGV...
+    python3 -I -S -B supervise.py STATUS_DIR [--untar DIR] -- ARGV...
 
 It is the verifier's top process. It makes itself the *child subreaper* of everything
 it starts, so every process of the verifier's tree that outlives its parent (a
@@ -19,6 +19,10 @@ one that leaves any gets no reward (the harness reports it as a verifier error).
 The supervisor ignores every catchable signal and is not dumpable (no other process
 may read its memory or descriptors without CAP_SYS_PTRACE), so the only ways to stop
 it are SIGKILL or SIGSTOP, which end the exec with 137 or a timeout: never a reward.
+With `--untar DIR`, before the command it restores an uncompressed tar read from its
+stdin under DIR with the system's `tar` (the agent's state, in fresh verification: the
+supervisor starts before the state exists and waits for it); when that fails it exits
+with RESTORE_FAILED and writes no status (the command never ran).
 This file is copied into the harness bundle; it must not import posttrain_arena.
 """
 
@@ -35,6 +39,7 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 STATUS_NAME = "supervisor.json"
 STATUS_WRITE_FAILED = 87
+RESTORE_FAILED = 86
 
 
 def _prctl(option, value):
@@ -116,9 +121,46 @@ def _code(status):
     return 128 + os.WTERMSIG(status)
 
 
+def _start(argv):
+    """Fork and exec argv (PATH resolved) with default signal handling; its pid."""
+    pid = os.fork()
+    if pid == 0:
+        for sig in range(1, signal.NSIG):
+            try:  # noqa: SIM105 (contextlib's import would cost more than this program)
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            print(f"supervise: cannot run {argv[0]}: {exc}", file=sys.stderr)
+        os._exit(127)
+    return pid
+
+
+def _wait_for(child, orphans, seen):
+    """Wait until `child` exits (its exit code, or None if it cannot be waited for);
+    every other process reaped on the way is recorded as an orphan."""
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            return None
+        except InterruptedError:
+            continue
+        if pid == child:
+            return _code(status)
+        if pid not in seen:
+            seen.add(pid)
+            orphans.append({"pid": pid, "command": "(exited)"})
+
+
 def main(argv):
+    untar = None
+    if len(argv) >= 3 and argv[1] == "--untar":
+        untar, argv = argv[2], [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: supervise.py STATUS_DIR -- ARGV...", file=sys.stderr)
+        print("usage: supervise.py STATUS_DIR [--untar DIR] -- ARGV...", file=sys.stderr)
         return 2
     status_dir, command = argv[0], argv[2:]
     for sig in range(1, signal.NSIG):
@@ -131,36 +173,19 @@ def main(argv):
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_DUMPABLE, 0)
     me = os.getpid()
-    child = os.fork()
-    if child == 0:
-        for sig in range(1, signal.NSIG):
-            try:  # noqa: SIM105 (contextlib's import would cost more than this program)
-                signal.signal(sig, signal.SIG_DFL)
-            except (OSError, ValueError):
-                pass
-        try:
-            os.execvp(command[0], command)
-        except OSError as exc:
-            print(f"supervise: cannot run {command[0]}: {exc}", file=sys.stderr)
-        os._exit(127)
-    orphans = []
-    seen = set()
-    exit_code = None
+    orphans: list[dict[str, object]] = []
+    seen: set[int] = set()
+    if untar is not None:  # nothing of the state has run yet: only tar runs here
+        restored = _wait_for(_start(["tar", "--numeric-owner", "-xpf", "-", "-C", untar]),
+                             orphans, seen)
+        if restored != 0:
+            print(f"supervise: cannot restore the state (tar exit {restored})",
+                  file=sys.stderr)
+            return RESTORE_FAILED
     # Block until the command ends; every other child reaped on the way is an orphan
     # that already exited. (One still running is found below; either voids the verdict,
     # so there is no need to watch for them while the command runs.)
-    while exit_code is None:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if pid == child:
-            exit_code = _code(status)
-        elif pid not in seen:
-            seen.add(pid)
-            orphans.append({"pid": pid, "command": "(exited)"})
+    exit_code = _wait_for(_start(command), orphans, seen)
     if exit_code is None:
         exit_code = 125  # cannot happen: the command is our child until reaped
     # The verifier's command is done: nothing it started may outlive it.

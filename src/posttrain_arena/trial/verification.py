@@ -28,6 +28,7 @@ from posttrain_arena.sandbox.base import (
     ExecResult,
     MissingPath,
     Session,
+    Stdin,
     TransferBounds,
     TransferLimit,
 )
@@ -53,13 +54,15 @@ class Reading:
 
 
 def run(plan: TrialPlan, session: Session, command: VerifierCommand, *,
-        prefix: list[str] | None = None, stdin: bytes | None = None,
-        prefix_failed: int | None = None) -> Reading | None:
+        prefix: list[str] | None = None, stdin: Stdin | None = None,
+        untar: str | None = None, prefix_failed: int | None = None) -> Reading | None:
     """Run `command` in `session` under the supervisor (after `prefix`, a wrapper that
-    ends by exec'ing its arguments), halt the session, keep its output, read it.
-    None when the prefix exited with `prefix_failed` before the supervisor started
-    (the verifier did not run; the session is halted either way)."""
-    result = session.exec([*(prefix or []), *supervised_argv(command)],
+    ends by exec'ing its arguments; the supervisor first restores a tar from stdin
+    under `untar`, when given), halt the session, keep its output, read it.
+    None when the exec exited with `prefix_failed` and no supervisor status: the
+    prefix or the restore failed, the verifier did not run (the session is halted
+    either way)."""
+    result = session.exec([*(prefix or []), *supervised_argv(command, untar=untar)],
                           timeout=plan.verifier_timeout, workdir=command.workdir,
                           user="root", stdin=stdin)
     session.halt()  # before anything is read: nothing may write after this

@@ -119,13 +119,15 @@ def env_argv(command: VerifierCommand) -> list[str]:
     return ["/usr/bin/env", "-i", *pairs, *command.argv]
 
 
-def supervised_argv(command: VerifierCommand) -> list[str]:
+def supervised_argv(command: VerifierCommand, *, untar: str | None = None) -> list[str]:
     """argv that runs the command under the harness's supervisor (`supervise.py` from
     the harness bundle, with the system's python3 and nothing from the environment):
     every process the verifier starts ends before the supervisor exits, and one that
-    outlives its parent is recorded in its status file."""
+    outlives its parent is recorded in its status file. `untar`: the supervisor first
+    restores a tar from its stdin under that directory (see supervise.py)."""
     return ["/usr/bin/env", "-i", f"PATH={PINNED_PATH}", "python3", "-I", "-S", "-B",
-            f"{command.harness_dir}/supervise.py", command.logs_dir, "--",
+            f"{command.harness_dir}/supervise.py", command.logs_dir,
+            *(["--untar", untar] if untar is not None else []), "--",
             *env_argv(command)]
 
 
