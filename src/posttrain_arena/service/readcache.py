@@ -17,9 +17,10 @@ runs on every page is unchanged, and the page is stale only if one of its own ru
 changed: the `run_changes` log (one row per change, numbered by the `runs` counter)
 says which runs the changes since the page was computed touched. The log comes in the
 same read as the counters (on PostgreSQL the same statement, so the same snapshot): the
-changes since the last read, for every page of the process. So ten runs heartbeating
-every second recompute only the pages that show them, not every page, and a hit neither
-waits for a lock nor leaves the event loop.
+changes since the last read, for every page of the process. A page keeps each run's JSON,
+so one whose runs changed reads only those runs again (once for every page showing them)
+and puts them in their places. So ten runs heartbeating every second cost one run's read
+each, whatever pages show them; a hit neither waits for a lock nor leaves the event loop.
 
 This is exact across server processes and workers: a client that wrote and then reads,
 through any process, sees its write. Nothing expires by time.
