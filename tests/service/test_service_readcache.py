@@ -5,6 +5,7 @@ Every test runs on SQLite and on PostgreSQL (see conftest.database_url)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -315,3 +316,32 @@ def test_a_pruned_change_log_means_recomputing_not_guessing(
     misses = rc.misses
     assert {r["id"]: r["attempts"] for r in _page(arena, 5)["items"]}[ids[6]] == 99
     assert (rc.misses, rc.refreshes) == (misses + 1, 0)  # the whole page, read afresh
+
+
+def test_reads_answer_while_a_write_transaction_is_open(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    """A heartbeat's transaction holds its run's row, and on PostgreSQL (once its deferred
+    trigger has fired) the counter row, until it commits. Reads answer meanwhile, with
+    the data from before it, and see it once it is committed."""
+    ids = _many_runs(arena, 3)
+    before = arena.call("GET", "/api/runs").json()
+    board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+    answered: dict[str, Any] = {}
+
+    def read() -> None:
+        answered["runs"] = arena.call("GET", "/api/runs").json()
+        answered["run"] = arena.call("GET", f"/api/runs/{ids[0]}").json()
+        answered["board"] = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+
+    with arena.db.write() as s:
+        s.execute(text("UPDATE runs SET attempts = 7, heartbeat_at = CURRENT_TIMESTAMP "
+                       "WHERE id = :i"), {"i": ids[0]})
+        if not arena.db.is_sqlite:
+            s.execute(text("SET CONSTRAINTS ALL IMMEDIATE"))  # counter row locked from here
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(60)  # a read that waited for this transaction would wait until it ends
+        assert not reader.is_alive(), "a read waited for an open write transaction"
+    assert answered == {"runs": before, "run": before["items"][0], "board": board}
+    after = arena.call("GET", "/api/runs").json()
+    assert after["items"][0]["id"] == ids[0] and after["items"][0]["attempts"] == 7
