@@ -185,7 +185,8 @@ def _seconds(text: str) -> float:
 
 def wrk_load(base: str, paths: list[str], seconds: int, concurrency: int
              ) -> tuple[float, float, float, int]:
-    """Run wrk: (p50 s, p99 s, requests/s, non-2xx + socket errors)."""
+    """Run wrk: (p50 s, p99 s, requests/s, non-2xx + socket errors); the latencies are
+    infinite when no request was answered in the time (wrk then prints zeros)."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
         fh.write(_WRK_SCRIPT % ", ".join(f'"{p}"' for p in paths))
     try:
@@ -197,6 +198,8 @@ def wrk_load(base: str, paths: list[str], seconds: int, concurrency: int
     p50 = _seconds(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     p99 = _seconds(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    if int(re.search(r"(\d+) requests in", out).group(1)) == 0:  # type: ignore[union-attr]
+        p50 = p99 = float("inf")
     errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
     socket_errors = re.search(r"Socket errors: (.*)", out)
     if socket_errors:
@@ -328,7 +331,8 @@ def main() -> None:
         beating = f"run list, {args.beating_runs} beating"
         cases[beating] = cases["run list"]
         use_wrk = shutil.which("wrk") is not None
-        how = f"wrk, {args.seconds} s" if use_wrk else f"httpx, {args.requests} requests"
+        how = (f"wrk, {args.seconds} s" if use_wrk else f"httpx, {args.requests} requests "
+               "(no wrk: `apt-get install wrk` for a generator that is not the bottleneck)")
         print(f"{how} per endpoint, {args.concurrency} concurrent clients, "
               f"{args.workers} server process(es)")
         results: dict[str, list[tuple[float, float, float, int, float, float, int]]] = {}
