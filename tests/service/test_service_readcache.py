@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from posttrain_arena.service.app import create_app
-from posttrain_arena.service.readcache import TABLES, ReadCache
+from posttrain_arena.service.readcache import TABLES, ReadCache, _RunLog
 
 from .conftest import Arena
 from .test_service_results import scored_run
@@ -345,3 +345,20 @@ def test_reads_answer_while_a_write_transaction_is_open(
     assert answered == {"runs": before, "run": before["items"][0], "board": board}
     after = arena.call("GET", "/api/runs").json()
     assert after["items"][0]["id"] == ids[0] and after["items"][0]["attempts"] == 7
+
+
+def test_the_change_log_answers_only_for_what_it_holds() -> None:
+    log = _RunLog()
+    assert log.after() is None
+    log.extend(None, 10, [])  # the first read: nothing is known before counter 10
+    assert log.changed(10, 10) == frozenset() and log.changed(9, 10) is None
+    log.extend(10, 13, [4, 5, 4])
+    assert log.after() == 13
+    assert log.changed(10, 13) == {4, 5} and log.changed(12, 13) == {4}
+    assert log.changed(10, 14) is None  # past the last read
+    log.extend(13, 15, [6])  # two changes, one row: pruned, so start afresh at 15
+    assert log.changed(13, 15) is None and log.changed(15, 15) == frozenset()
+    log.extend(15, 16, [7])
+    assert log.changed(15, 16) == {7}
+    log.extend(16, 12, [])  # counters that went back (a restored database): start afresh
+    assert log.changed(11, 12) is None and log.after() == 12

@@ -57,9 +57,9 @@ _VERSION_SQL = f"SELECT {', '.join(TABLES)} FROM data_version WHERE id = 1"
 #: The counters and, in the same snapshot, the runs that the changes after a given `runs`
 #: value (NULL: none yet) touched, oldest first, at most _MAX_LOG_SPAN of them.
 _PG_VERSION_SQL = (
-    f"SELECT {', '.join('d.' + t for t in TABLES)}, ARRAY(SELECT c.run_id FROM run_changes c "
-    "WHERE c.version > GREATEST(COALESCE(%s::bigint, d.runs), "
-    f"d.runs - {_MAX_LOG_SPAN}) AND c.version <= d.runs ORDER BY c.version) "
+    f"SELECT {', '.join('d.' + t for t in TABLES)}, COALESCE((SELECT array_agg(c.run_id "
+    "ORDER BY c.version) FROM run_changes c WHERE c.version > GREATEST(COALESCE(%s::bigint, "
+    f"d.runs), d.runs - {_MAX_LOG_SPAN}) AND c.version <= d.runs), '{{}}') "
     "FROM data_version d WHERE d.id = 1")
 _SQLITE_LOG_SQL = ("SELECT run_id FROM run_changes WHERE version > ? AND version <= ? "
                    "ORDER BY version")
