@@ -8,9 +8,16 @@ generator takes little of the CPU the server needs) for a fixed time per endpoin
 50 connections open, cycling through a set of paths; without wrk it falls back to an
 httpx async generator in this process, which is itself the bottleneck on a small
 machine. Prints p50/p99 latency and requests/s for each endpoint beside a baseline
-measured in the same run: `/api/health` (one `SELECT 1`), the cost of the framework and
-a database round trip. The last row reads the run list while ten running runs each send
-a heartbeat every second, as ten busy workers do. Target: p99 < 50 ms.
+measured in the same run: `/api/health` (one read of the change counters), the cost of
+the framework and a database round trip. The last row reads the run list while ten
+running runs each send a heartbeat every second, as ten busy workers do. Target: p99 <
+50 ms.
+
+Each case runs `--rounds` times, the cases interleaved (so a change in the machine's load
+falls on every row alike), and the table shows the median of the rounds beside the load
+average. `cpu ms/req` is the CPU time the server's processes (not PostgreSQL) spent per
+request answered: on a machine that other jobs load, latency measures the queue for the
+cores, while this measures the work a request costs the server.
 
 The server as shipped: leaderboard and run-list reads come from each process's read
 cache (service/readcache.py) after one data-version lookup; the unreported warm-up run
@@ -178,7 +185,8 @@ def _seconds(text: str) -> float:
 
 def wrk_load(base: str, paths: list[str], seconds: int, concurrency: int
              ) -> tuple[float, float, float, int]:
-    """Run wrk: (p50 s, p99 s, requests/s, non-2xx + socket errors)."""
+    """Run wrk: (p50 s, p99 s, requests/s, non-2xx + socket errors); the latencies are
+    infinite when no request was answered in the time (wrk then prints zeros)."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
         fh.write(_WRK_SCRIPT % ", ".join(f'"{p}"' for p in paths))
     try:
@@ -190,6 +198,8 @@ def wrk_load(base: str, paths: list[str], seconds: int, concurrency: int
     p50 = _seconds(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     p99 = _seconds(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    if int(re.search(r"(\d+) requests in", out).group(1)) == 0:  # type: ignore[union-attr]
+        p50 = p99 = float("inf")
     errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
     socket_errors = re.search(r"Socket errors: (.*)", out)
     if socket_errors:
@@ -231,6 +241,22 @@ class Heartbeats:
         return self.count
 
 
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process `pid` and its descendants."""
+    total, todo = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -240,6 +266,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=int, default=10, help="Load per endpoint (wrk)")
     ap.add_argument("--warmup", type=int, default=2, help="Unreported load first (wrk)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="Measurements of each case, interleaved; the table shows medians")
     ap.add_argument("--beating-runs", type=int, default=10,
                     help="Running runs that send heartbeats during the last case")
     ap.add_argument("--beat-sec", type=float, default=1.0,
@@ -303,32 +331,48 @@ def main() -> None:
         beating = f"run list, {args.beating_runs} beating"
         cases[beating] = cases["run list"]
         use_wrk = shutil.which("wrk") is not None
-        how = f"wrk, {args.seconds} s" if use_wrk else f"httpx, {args.requests} requests"
+        how = (f"wrk, {args.seconds} s" if use_wrk else f"httpx, {args.requests} requests "
+               "(no wrk: `apt-get install wrk` for a generator that is not the bottleneck)")
         print(f"{how} per endpoint, {args.concurrency} concurrent clients, "
               f"{args.workers} server process(es)")
-        print(f"{'endpoint':<24}{'p50 ms':>10}{'p99 ms':>10}{'req/s':>10}{'errors':>8}")
-        for name, paths in cases.items():
-            # The last case runs beside workers' heartbeats: each changes one run, so each
-            # process recomputes the cached pages that show that run (and only those).
-            writer = (Heartbeats(url, args.beating_runs, args.beat_sec) if name == beating
-                      else None)
-            try:
-                if use_wrk:  # an unreported run first: each process computes its reads once
-                    wrk_load(base, paths, args.warmup, args.concurrency)
-                    p50, p99, rps, errors = wrk_load(base, paths, args.seconds,
-                                                     args.concurrency)
-                else:
-                    lat, wall, errors = asyncio.run(
-                        load(base, paths, args.requests, args.concurrency))
-                    p50, p99, rps = statistics.median(lat), pct(lat, 0.99), len(lat) / wall
-            finally:
-                writes = writer.stop() if writer else 0
-            print(f"{name:<24}{1000 * p50:>10.1f}{1000 * p99:>10.1f}{rps:>10.0f}{errors:>8}"
-                  + (f"   ({writes} heartbeats, every {args.beat_sec:g} s per run)"
-                     if writer else ""))
-        load1 = os.getloadavg()[0]
-        print(f"target: p99 < 50 ms for leaderboard and run list "
-              f"(host: {os.cpu_count()} cores, load average {load1:.1f} at the end)")
+        results: dict[str, list[tuple[float, float, float, int, float, float, int]]] = {}
+        for r in range(args.rounds):
+            for name, paths in cases.items():
+                # The last case runs beside workers' heartbeats: each changes one run, so
+                # each process reads that run again for the cached pages that show it.
+                writer = (Heartbeats(url, args.beating_runs, args.beat_sec)
+                          if name == beating else None)
+                try:
+                    if use_wrk:  # an unreported run first: each process computes its reads
+                        wrk_load(base, paths, args.warmup, args.concurrency)
+                        cpu0 = server_cpu(server.pid)
+                        p50, p99, rps, errors = wrk_load(base, paths, args.seconds,
+                                                         args.concurrency)
+                        answered = rps * args.seconds
+                    else:
+                        cpu0 = server_cpu(server.pid)
+                        lat, wall, errors = asyncio.run(
+                            load(base, paths, args.requests, args.concurrency))
+                        p50, p99, rps = statistics.median(lat), pct(lat, 0.99), len(lat) / wall
+                        answered = len(lat)
+                    cpu = (server_cpu(server.pid) - cpu0) / max(answered, 1)
+                finally:
+                    writes = writer.stop() if writer else 0
+                results.setdefault(name, []).append(
+                    (p50, p99, rps, errors, cpu, os.getloadavg()[0], writes))
+                print(f"  round {r + 1}/{args.rounds} {name:<24} p50 {1000 * p50:.1f} ms, "
+                      f"p99 {1000 * p99:.1f} ms, load {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"{'endpoint':<24}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}{'errors':>7}"
+              f"{'cpu ms/req':>11}{'load':>6}")
+        for name, rows in results.items():
+            med = [statistics.median(row[i] for row in rows) for i in range(7)]
+            print(f"{name:<24}{1000 * med[0]:>9.1f}{1000 * med[1]:>9.1f}{med[2]:>8.0f}"
+                  f"{sum(row[3] for row in rows):>7}{1000 * med[4]:>11.2f}{med[5]:>6.1f}"
+                  + (f"   ({med[6]:.0f} heartbeats a round, every {args.beat_sec:g} s per "
+                     "run)" if name == beating else ""))
+        print(f"medians of {args.rounds} interleaved rounds; target: p99 < 50 ms for "
+              f"leaderboard and run list (host: {os.cpu_count()} cores, load average "
+              f"{' '.join(f'{v:.1f}' for v in os.getloadavg())} at the end)")
     finally:
         server.terminate()
         server.wait(timeout=30)

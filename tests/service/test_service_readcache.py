@@ -5,6 +5,7 @@ Every test runs on SQLite and on PostgreSQL (see conftest.database_url)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from posttrain_arena.service.app import create_app
-from posttrain_arena.service.readcache import TABLES, ReadCache
+from posttrain_arena.service.readcache import TABLES, ReadCache, _RunLog
 
 from .conftest import Arena
 from .test_service_results import scored_run
@@ -237,8 +238,55 @@ def test_a_heartbeat_recomputes_only_the_pages_holding_that_run(
         assert shown[beating]["attempts"] == 10 + beat  # never stale
         assert [p["items"] for i, p in enumerate(pages) if i != 1] == \
             [p["items"] for i, p in enumerate(first) if i != 1]
-    assert rc.misses == misses + 3  # the second page, once per heartbeat; nothing else
-    assert rc.log_reads >= 1
+    # the second page took its run's new row, once per heartbeat; nothing was recomputed
+    assert (rc.misses, rc.refreshes, rc.row_reads) == (misses, 3, 3)
+
+
+def test_a_run_on_several_pages_is_read_once_per_change(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    rc = cache(arena)
+    ids = _many_runs(arena, 6)
+    views = [{"limit": 5}, {"state": "running", "limit": 3},
+             {"collection_id": collection["id"]}]
+    before = [arena.call("GET", "/api/runs", params=v).json() for v in views]
+    assert all(ids[0] in [r["id"] for r in b["items"]] for b in before)
+    with arena.db.write() as s:
+        s.execute(text("UPDATE runs SET attempts = 42 WHERE id = :i"), {"i": ids[0]})
+    misses = rc.misses
+    after = [arena.call("GET", "/api/runs", params=v).json() for v in views]
+    for b, a in zip(before, after, strict=True):
+        assert a["total"] == b["total"]
+        assert [r["id"] for r in a["items"]] == [r["id"] for r in b["items"]]
+        assert {r["id"]: r["attempts"] for r in a["items"]}[ids[0]] == 42
+        assert [r for r in a["items"] if r["id"] != ids[0]] == \
+            [r for r in b["items"] if r["id"] != ids[0]]
+    assert (rc.misses, rc.refreshes, rc.row_reads) == (misses, 3, 1)
+
+
+def test_a_changed_run_gone_when_read_again_means_recomputing(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    rc = ReadCache(arena.db)
+    ids = _many_runs(arena, 3)
+    computed: list[int] = []
+
+    def compute() -> list[tuple[int, bytes]]:
+        computed.append(1)
+        return [(i, b'{"id":%d}' % i) for i in ids]
+
+    def gone(which: frozenset[int]) -> dict[int, bytes]:
+        assert which == {ids[1]}  # only the run that changed is asked for
+        return {}  # deleted between reading the counters and reading the run
+
+    async def twice() -> tuple[bytes, bytes]:
+        first = await rc.get_runs("k", ("run_members",), compute, gone)
+        with arena.db.write() as s:
+            s.execute(text("UPDATE runs SET attempts = 5 WHERE id = :i"), {"i": ids[1]})
+        return first, await rc.get_runs("k", ("run_members",), compute, gone)
+
+    first, second = asyncio.run(twice())
+    assert first == second == b"[" + b",".join(b'{"id":%d}' % i for i in ids) + b"]"
+    assert (len(computed), rc.refreshes, rc.row_reads) == (2, 0, 1)
+    rc.close()
 
 
 def test_a_run_changing_state_moves_every_page(
@@ -263,7 +311,54 @@ def test_a_pruned_change_log_means_recomputing_not_guessing(
     _page(arena, 5)
     with arena.db.write() as s:
         s.execute(text("UPDATE runs SET attempts = 99 WHERE id = :i"), {"i": ids[6]})
+    with arena.db.write() as s:  # after the commit: PostgreSQL logs the change at commit
         s.execute(text("DELETE FROM run_changes"))  # as the trigger prunes old changes
     misses = rc.misses
     assert {r["id"]: r["attempts"] for r in _page(arena, 5)["items"]}[ids[6]] == 99
-    assert rc.misses == misses + 1
+    assert (rc.misses, rc.refreshes) == (misses + 1, 0)  # the whole page, read afresh
+
+
+def test_reads_answer_while_a_write_transaction_is_open(
+        arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]) -> None:
+    """A heartbeat's transaction holds its run's row, and on PostgreSQL (once its deferred
+    trigger has fired) the counter row, until it commits. Reads answer meanwhile, with
+    the data from before it, and see it once it is committed."""
+    ids = _many_runs(arena, 3)
+    before = arena.call("GET", "/api/runs").json()
+    board = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+    answered: dict[str, Any] = {}
+
+    def read() -> None:
+        answered["runs"] = arena.call("GET", "/api/runs").json()
+        answered["run"] = arena.call("GET", f"/api/runs/{ids[0]}").json()
+        answered["board"] = arena.call("GET", "/api/challenges/micro/leaderboard").json()
+
+    with arena.db.write() as s:
+        s.execute(text("UPDATE runs SET attempts = 7, heartbeat_at = CURRENT_TIMESTAMP "
+                       "WHERE id = :i"), {"i": ids[0]})
+        if not arena.db.is_sqlite:
+            s.execute(text("SET CONSTRAINTS ALL IMMEDIATE"))  # counter row locked from here
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(60)  # a read that waited for this transaction would wait until it ends
+        assert not reader.is_alive(), "a read waited for an open write transaction"
+    assert answered == {"runs": before, "run": before["items"][0], "board": board}
+    after = arena.call("GET", "/api/runs").json()
+    assert after["items"][0]["id"] == ids[0] and after["items"][0]["attempts"] == 7
+
+
+def test_the_change_log_answers_only_for_what_it_holds() -> None:
+    log = _RunLog()
+    assert log.after() is None
+    log.extend(None, 10, [])  # the first read: nothing is known before counter 10
+    assert log.changed(10, 10) == frozenset() and log.changed(9, 10) is None
+    log.extend(10, 13, [4, 5, 4])
+    assert log.after() == 13
+    assert log.changed(10, 13) == {4, 5} and log.changed(12, 13) == {4}
+    assert log.changed(10, 14) is None  # past the last read
+    log.extend(13, 15, [6])  # two changes, one row: pruned, so start afresh at 15
+    assert log.changed(13, 15) is None and log.changed(15, 15) == frozenset()
+    log.extend(15, 16, [7])
+    assert log.changed(15, 16) == {7}
+    log.extend(16, 12, [])  # counters that went back (a restored database): start afresh
+    assert log.changed(11, 12) is None and log.after() == 12

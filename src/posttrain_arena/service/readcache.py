@@ -15,9 +15,12 @@ Pages of the run list (`get_runs`) go finer: each remembers the ids of the runs 
 While `run_members` (new, deleted or re-stated runs) is unchanged, the set and order of
 runs on every page is unchanged, and the page is stale only if one of its own runs
 changed: the `run_changes` log (one row per change, numbered by the `runs` counter)
-says which runs the changes since the page was computed touched, read once per change
-for all pages. So ten runs heartbeating every second recompute only the pages that show
-them, not every page.
+says which runs the changes since the page was computed touched. The log comes in the
+same read as the counters (on PostgreSQL the same statement, so the same snapshot): the
+changes since the last read, for every page of the process. A page keeps each run's JSON,
+so one whose runs changed reads only those runs again (once for every page showing them)
+and puts them in their places. So ten runs heartbeating every second cost one run's read
+each, whatever pages show them; a hit neither waits for a lock nor leaves the event loop.
 
 This is exact across server processes and workers: a client that wrote and then reads,
 through any process, sees its write. Nothing expires by time.
@@ -35,19 +38,72 @@ import asyncio
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
 from posttrain_arena.service.db import Database
+
+T = TypeVar("T")
 
 #: The change counters, in the order `versions()` returns them: one per table, and
 #: `run_members`, raised only by run changes that can move runs between pages.
 TABLES = ("challenges", "collections", "runs", "results", "reviews", "run_members")
 #: Most run changes a cached page is checked against before it is simply recomputed.
 _MAX_LOG_SPAN = 20_000
+_RUNS = TABLES.index("runs")
 _VERSION_SQL = f"SELECT {', '.join(TABLES)} FROM data_version WHERE id = 1"
+#: The counters and, in the same snapshot, the runs that the changes after a given `runs`
+#: value (NULL: none yet) touched, oldest first, at most _MAX_LOG_SPAN of them.
+_PG_VERSION_SQL = (
+    f"SELECT {', '.join('d.' + t for t in TABLES)}, COALESCE((SELECT array_agg(c.run_id "
+    "ORDER BY c.version) FROM run_changes c WHERE c.version > GREATEST(COALESCE(%s::bigint, "
+    f"d.runs), d.runs - {_MAX_LOG_SPAN}) AND c.version <= d.runs), '{{}}') "
+    "FROM data_version d WHERE d.id = 1")
+_SQLITE_LOG_SQL = ("SELECT run_id FROM run_changes WHERE version > ? AND version <= ? "
+                   "ORDER BY version")
+
+
+class _RunLog:
+    """Which run each change to `runs` touched, for `runs` counter values (start, upto]:
+    extended by every read of the counters, so it reaches the last counters read."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, int] = {}  # runs counter value -> the run that change touched
+        self.start = self.upto = -1  # nothing known yet
+
+    def after(self) -> int | None:
+        """Where the next read continues from (None: no read yet)."""
+        return self.upto if self.upto >= 0 else None
+
+    def span(self, after: int | None, upto: int) -> int:
+        """Where a read after `after` that found `runs` = `upto` starts (as the SQL does)."""
+        return max(upto if after is None else after, upto - _MAX_LOG_SPAN)
+
+    def extend(self, after: int | None, upto: int, runs: list[int]) -> None:
+        """Add what a read after `after` found: `runs` touched by the changes up to `upto`.
+        A gap (pruned, or a read from before a reset) starts the log afresh at `upto`."""
+        start = self.span(after, upto)
+        if len(runs) != upto - start or start > upto:
+            self._runs, self.start, self.upto = {}, upto, upto
+            return
+        if after is None or start != self.upto:
+            self._runs, self.start = {}, start
+        self._runs.update(zip(range(start + 1, upto + 1), runs, strict=True))
+        self.upto = upto
+        if len(self._runs) > 2 * _MAX_LOG_SPAN:
+            self.start = self.upto - _MAX_LOG_SPAN
+            self._runs = {v: r for v, r in self._runs.items() if v > self.start}
+
+    def changed(self, since: int, upto: int) -> frozenset[int] | None:
+        """The runs changed by `runs` counter values (since, upto]; None when the log does
+        not hold them all (then the caller recomputes)."""
+        if upto <= since:
+            return frozenset()
+        if since < self.start or upto > self.upto:
+            return None
+        return frozenset(self._runs[v] for v in range(since + 1, upto + 1))
 
 
 class ReadCache:
@@ -59,20 +115,23 @@ class ReadCache:
         self._entries: OrderedDict[Hashable, tuple[tuple[int, ...], bytes]] = OrderedDict()
         self._lock = threading.Lock()  # entries and the connection; held for microseconds
         # PostgreSQL: an asyncio connection (_PgCounters); SQLite: a pooled connection
-        self._pg = _PgCounters(db) if db.engine.dialect.name == "postgresql" else None
+        self._log = _RunLog()  # filled by every read of the counters
+        self._pg = (_PgCounters(db, self._log) if db.engine.dialect.name == "postgresql"
+                    else None)
         self._conn: Any = None
         # computations under way, by (key, version); touched only on the event loop
-        self._inflight: dict[tuple[Hashable, tuple[int, ...]], asyncio.Future[bytes]] = {}
+        self._inflight: dict[tuple[Hashable, tuple[int, ...]], asyncio.Future[Any]] = {}
         self.hits = 0
         self.misses = 0
         self.shared = 0  # misses that waited for another request's computation
-        # run pages: key -> [version of `tables`, `runs` counter seen, run ids, bytes]
+        # run pages: key -> [version of `tables`, `runs` counter seen, run ids in order,
+        # the same as a set, each run's bytes, the page's bytes]
         self._pages: OrderedDict[Hashable, list[Any]] = OrderedDict()
-        self._log: dict[int, int] = {}  # runs counter value -> the run that change touched
-        self._log_from = self._log_upto = 0  # the log holds (from, upto], contiguous
-        self._log_lock: asyncio.Lock | None = None
-        self._log_loop: asyncio.AbstractEventLoop | None = None
-        self.log_reads = 0
+        # runs read again after a change: id -> (`runs` counter seen before, bytes), for
+        # every page that shows them
+        self._rows: OrderedDict[int, tuple[int, bytes]] = OrderedDict()
+        self.refreshes = 0  # pages brought up to date by reading only their changed runs
+        self.row_reads = 0  # reads of changed runs, each for every page that needed them
 
     async def get(self, key: Hashable, tables: tuple[str, ...],
                   compute: Callable[[], bytes],
@@ -106,7 +165,7 @@ class ReadCache:
         return await self._shared((key, version), computed)
 
     async def _shared(self, flight: tuple[Hashable, tuple[int, ...]],
-                      compute: Callable[[], bytes]) -> bytes:
+                      compute: Callable[[], T]) -> T:
         """`compute()` in a worker thread, or the result of the same computation already
         under way for `flight` (key and version)."""
         pending = self._inflight.get(flight)
@@ -118,7 +177,7 @@ class ReadCache:
                 if not pending.cancelled():
                     raise  # this request was canceled, not the computation
                 return await self._shared(flight, compute)  # its request went away
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._inflight[flight] = future
         try:
             data = await run_in_threadpool(compute)
@@ -135,32 +194,46 @@ class ReadCache:
         return data
 
     async def get_runs(self, key: Hashable, tables: tuple[str, ...],
-                       compute: Callable[[], tuple[bytes, frozenset[int]]],
+                       compute: Callable[[], list[tuple[int, bytes]]],
+                       rows: Callable[[frozenset[int]], dict[int, bytes]],
                        counters: tuple[int, ...] | None = None) -> bytes:
-        """Like `get`, for a read that shows rows of `runs` (a page of the run list):
-        `compute` returns the bytes and the ids of the runs they show, and `tables` holds
-        `run_members` instead of `runs`. The stored bytes stay valid while those counters
-        are unchanged and none of the runs they show changed since (run_changes, migration
-        0003), so a heartbeat recomputes only the pages holding that run."""
+        """Like `get`, for a JSON list of rows of `runs` (a page of the run list):
+        `compute` returns the page's runs, in order, as (id, JSON object) pairs, `rows`
+        the JSON of the given runs now (those it finds), and `tables` holds `run_members`
+        instead of `runs`.
+
+        While those counters are unchanged the page shows the same runs in the same order,
+        so it is stale only where one of its own runs changed since (run_changes,
+        migration 0003): then only those runs are read again (`rows`, once for every page
+        that shows them) and put in their places. A heartbeat costs one run's read, however
+        many pages show it; pages without it are served as they are."""
         counters = counters or await self.versions()
         version = tuple(counters[TABLES.index(t)] for t in tables)
-        runs_now = counters[TABLES.index("runs")]
+        runs_now = counters[_RUNS]
         with self._lock:
             hit = self._pages.get(key)
         if hit is not None and hit[0] == version:
-            changed = await self._changed_runs(hit[1], runs_now)
-            if changed is not None and not (changed & hit[2]):
-                with self._lock:
-                    hit[1] = max(hit[1], runs_now)  # valid up to here: checked, not moved
-                    self._pages.move_to_end(key)
-                    self.hits += 1
-                return bytes(hit[3])
+            changed = self._log.changed(hit[1], runs_now)
+            if changed is not None:
+                stale = changed.intersection(hit[3])
+                if not stale:
+                    with self._lock:
+                        hit[1] = max(hit[1], runs_now)  # valid up to here: checked
+                        self._pages.move_to_end(key)
+                        self.hits += 1
+                    return bytes(hit[5])
+                fresh = await self._fresh_rows(stale, runs_now, rows)
+                if fresh is not None:
+                    return self._refreshed(key, hit, fresh, runs_now)
 
         def computed() -> bytes:
-            data, ids = compute()
+            items = compute()
+            ids = tuple(rid for rid, _ in items)
+            page = [row for _, row in items]
+            data = _json_list(page)
             with self._lock:
                 self.misses += 1
-                self._pages[key] = [version, runs_now, ids, data]
+                self._pages[key] = [version, runs_now, ids, frozenset(ids), page, data]
                 self._pages.move_to_end(key)
                 while len(self._pages) > self._max:
                     self._pages.popitem(last=False)
@@ -170,43 +243,51 @@ class ReadCache:
         # shared by the requests that arrive while it is computed
         return await self._shared((("runs-page", key), (*version, runs_now)), computed)
 
-    async def _changed_runs(self, since: int, upto: int) -> frozenset[int] | None:
-        """The runs changed by `runs` counter values (since, upto]; None when the log no
-        longer holds them all (then the caller recomputes)."""
-        if upto <= since:
-            return frozenset()
-        if upto - since > _MAX_LOG_SPAN:
-            return None
-        loop = asyncio.get_running_loop()
-        if self._log_lock is None or self._log_loop is not loop:  # a lock is loop-bound
-            self._log_lock, self._log_loop = asyncio.Lock(), loop
-        async with self._log_lock:  # one read of the log per change, for every page
-            if since < self._log_from or self._log_upto < since:
-                self._log, self._log_from, self._log_upto = {}, since, since
-            if self._log_upto < upto:
-                start = self._log_upto
-                rows = await run_in_threadpool(self._read_log, start, upto)
-                self.log_reads += 1
-                if len(rows) != upto - start:  # pruned, or not yet visible: do not guess
-                    return None
-                self._log.update(rows)
-                self._log_upto = upto
-                if len(self._log) > 2 * _MAX_LOG_SPAN:
-                    self._log_from = self._log_upto - _MAX_LOG_SPAN
-                    self._log = {v: r for v, r in self._log.items() if v > self._log_from}
-            if since < self._log_from:
+    async def _fresh_rows(self, ids: frozenset[int], runs_now: int,
+                          rows: Callable[[frozenset[int]], dict[int, bytes]]
+                          ) -> dict[int, bytes] | None:
+        """The JSON of runs `ids` as of `runs_now` or later: from runs read again since
+        their last change, else read now (one read shared by the requests that need the
+        same runs). None if one is gone (then the page is recomputed)."""
+        fresh: dict[int, bytes] = {}
+        with self._lock:
+            for rid in ids:
+                known = self._rows.get(rid)
+                if known is not None:
+                    since = self._log.changed(known[0], runs_now)
+                    if since is not None and rid not in since:
+                        fresh[rid] = known[1]
+        need = ids.difference(fresh)
+        if need:
+            def read() -> dict[int, bytes]:
+                got = rows(need)
+                with self._lock:
+                    self.row_reads += 1
+                    for rid, data in got.items():
+                        if self._rows.get(rid, (-1,))[0] < runs_now:
+                            self._rows[rid] = (runs_now, data)
+                            self._rows.move_to_end(rid)
+                    while len(self._rows) > 4 * self._max:
+                        self._rows.popitem(last=False)
+                return got
+
+            got = await self._shared((("runs-rows", need), (runs_now,)), read)
+            if not need.issubset(got):
                 return None
-            return frozenset(self._log[v] for v in range(since + 1, upto + 1))
+            fresh.update((rid, got[rid]) for rid in need)
+        return fresh
 
-    def _read_log(self, after: int, upto: int) -> dict[int, int]:
-        from sqlalchemy import select
-
-        from posttrain_arena.service.models import RunChange
-
-        with self._db.read() as session:
-            rows = session.execute(select(RunChange.version, RunChange.run_id).where(
-                RunChange.version > after, RunChange.version <= upto))
-            return {int(v): int(r) for v, r in rows}
+    def _refreshed(self, key: Hashable, page: list[Any], fresh: dict[int, bytes],
+                   runs_now: int) -> bytes:
+        """`page` with the rows in `fresh` put in, stored as valid up to `runs_now`."""
+        with self._lock:
+            if page[1] < runs_now:  # else a request as new or newer refreshed it already
+                rows = [fresh.get(rid, row) for rid, row in zip(page[2], page[4], strict=True)]
+                page[1], page[4], page[5] = runs_now, rows, _json_list(rows)
+                self.refreshes += 1
+            if self._pages.get(key) is page:
+                self._pages.move_to_end(key)
+            return bytes(page[5])
 
     async def versions(self) -> tuple[int, ...]:
         """The tables' change counters, in TABLES order (also proves the database answers)."""
@@ -233,16 +314,20 @@ class ReadCache:
                 self._conn = self._db.engine.raw_connection()
 
     def _read(self) -> tuple[int, ...]:
-        with self._lock:
+        with self._lock:  # autocommit: the log, read second, holds every change counted
             cur = self._conn.cursor()
             try:
                 cur.execute(_VERSION_SQL)
                 row = cur.fetchone()
+                if row is None:
+                    raise RuntimeError("the data_version row is missing; run the migrations")
+                counters = tuple(int(v) for v in row)
+                after, upto = self._log.after(), counters[_RUNS]
+                cur.execute(_SQLITE_LOG_SQL, (self._log.span(after, upto), upto))
+                self._log.extend(after, upto, [int(r) for (r,) in cur.fetchall()])
             finally:
                 cur.close()
-        if row is None:
-            raise RuntimeError("the data_version row is missing; run the migrations")
-        return tuple(int(v) for v in row)
+        return counters
 
     def _drop(self) -> None:
         with self._lock:
@@ -250,6 +335,11 @@ class ReadCache:
         if conn is not None:
             with contextlib.suppress(Exception):  # it is being thrown away anyway
                 conn.invalidate()
+
+
+def _json_list(rows: Iterable[bytes]) -> bytes:
+    """A JSON array of JSON values."""
+    return b"[" + b",".join(rows) + b"]"
 
 
 class _PgCounters:
@@ -261,8 +351,9 @@ class _PgCounters:
     and under load one read answers a batch of requests.
     """
 
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, log: _RunLog):
         self._db = db
+        self._log = log
         self._conn: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._asked = 0  # requests that asked so far (arrival order)
@@ -286,20 +377,23 @@ class _PgCounters:
 
     async def _fetch(self, answers: int) -> None:
         try:
+            after = self._log.after()
             try:
-                row = await self._query()
+                row = await self._query(after)
             except Exception:  # a dropped connection: reconnect once, then let it raise
                 self.close()
-                row = await self._query()
+                row = await self._query(after)
             if row is None:
                 raise RuntimeError("the data_version row is missing; run the migrations")
-            self._result = tuple(int(v) for v in row)
+            counters = tuple(int(v) for v in row[:-1])
+            self._log.extend(after, counters[_RUNS], [int(r) for r in row[-1]])
+            self._result = counters
             self._answered = answers
             self.reads += 1
         finally:
             self._read_task = None
 
-    async def _query(self) -> Any:
+    async def _query(self, after: int | None) -> Any:
         import psycopg
 
         if self._conn is None:
@@ -307,7 +401,7 @@ class _PgCounters:
             self._conn = await psycopg.AsyncConnection.connect(*cargs, **cparams,
                                                                autocommit=True)
             await self._conn.execute("SET statement_timeout = '5s'")
-        cur = await self._conn.execute(_VERSION_SQL, prepare=True)
+        cur = await self._conn.execute(_PG_VERSION_SQL, (after,), prepare=True)
         return await cur.fetchone()
 
     def close(self) -> None:

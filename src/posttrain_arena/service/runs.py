@@ -162,6 +162,11 @@ def page_of_runs(
     return list(session.scalars(q.order_by(Run.id.desc()).limit(limit).offset(offset)))
 
 
+def runs_by_id(session: Session, ids: frozenset[int]) -> list[Run]:
+    """The runs among `ids` that exist."""
+    return list(session.scalars(select(Run).where(Run.id.in_(ids)))) if ids else []
+
+
 def count_runs(session: Session, challenge: str | None = None,
                collection_id: int | None = None, state: RunState | None = None) -> int:
     """How many runs match the filter."""

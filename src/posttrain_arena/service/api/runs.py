@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import TypeAdapter
 
 from posttrain_arena.service import results as results_svc
 from posttrain_arena.service import runs as svc
@@ -21,7 +20,17 @@ from posttrain_arena.service.schemas import (
 )
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
-_RUN_ITEMS = TypeAdapter(list[RunOut])
+
+
+def _run_json(run: Run) -> bytes:
+    return RunOut.model_validate(run).model_dump_json().encode()
+
+
+def _runs_json(db: Database, ids: frozenset[int]) -> dict[int, bytes]:
+    """The runs `ids` as the run list shows them now (those that exist), for cached pages
+    whose only change is in these runs (readcache.get_runs)."""
+    with db.read() as s:
+        return {r.id: _run_json(r) for r in svc.runs_by_id(s, ids)}
 
 
 @router.post("/preflight", response_model=Preflight)
@@ -59,18 +68,18 @@ async def list_runs(
     # which runs match, so every page of one filter shares it
     members = ("challenges", "run_members")
 
-    def page() -> tuple[bytes, frozenset[int]]:
+    def page() -> list[tuple[int, bytes]]:
         with db.read() as s:
             rows = svc.page_of_runs(s, challenge, collection_id, state, limit, offset)
-            data = _RUN_ITEMS.dump_json([RunOut.model_validate(r) for r in rows])
-        return data, frozenset(r.id for r in rows)
+            return [(r.id, _run_json(r)) for r in rows]
 
     def count() -> bytes:
         with db.read() as s:
             return str(svc.count_runs(s, challenge, collection_id, state)).encode()
 
     counters = await cache.versions()  # one read of the counters for both parts
-    items = await cache.get_runs((*where, limit, offset), members, page, counters)
+    items = await cache.get_runs((*where, limit, offset), members, page,
+                                 lambda ids: _runs_json(db, ids), counters)
     total = await cache.get((*where, "count"), members, count, counters)
     body = b'{"items":' + items + b',"total":' + total + b"}"  # RunList, from two parts
     return Response(body, media_type="application/json")
