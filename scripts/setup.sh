@@ -19,6 +19,7 @@ if [[ "$mode" == "--system" || "$mode" == "--sandbox" ]]; then
     command -v debootstrap >/dev/null || need+=(debootstrap)
     ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
     command -v chromium >/dev/null || need+=(chromium)
+    command -v wrk >/dev/null || need+=(wrk)  # benchmarks/bench_service.py's load generator
   fi
   if ((${#need[@]})); then
     echo "setup: installing ${need[*]}" >&2
