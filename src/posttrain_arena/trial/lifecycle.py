@@ -332,7 +332,8 @@ def verify_saved(plan: TrialPlan, saved: SavedState) -> PhaseOutcome:
             clear_roots(session, roots)
             put_state(session, report)
             plan.timings["state_copy"] = time.monotonic() - t0
-            reading = _verify_shared(plan, session, roots)
+            # no agent ran here: a session that cannot verify is the sandbox's failure
+            reading = shared.verify_shared(plan, session, roots)
         plan.timings["verify"] = time.monotonic() - t0
     except TaskRefused as exc:
         return PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
