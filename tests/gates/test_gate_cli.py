@@ -44,7 +44,7 @@ def test_gate_prints_the_table_writes_records_and_reuses_them(
     code, out = _invoke(*args)
     assert code == 1, out
     flat = " ".join(out.split())  # the table wraps to the terminal's width
-    assert "0 trial(s) run, 2 record(s) reused" in flat, out
+    assert "0 trial(s) and 0 probe verification(s) run, 2 record(s) reused" in flat, out
     assert "(reused)" in flat and "not learnable" in flat
 
 

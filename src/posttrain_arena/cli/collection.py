@@ -148,6 +148,7 @@ def _print_gate_report(console: Console, report: GateReport, records: Path) -> N
         for reason in ev.verdict.reasons:
             console.print(f"[red]{ev.task}[/]: {reason}", highlight=False)
     console.print(f"{len(report.evidence)} package(s), {len(report.eligible)} eligible; "
-                  f"{report.trials_run} trial(s) run, {len(report.reused)} record(s) reused, "
+                  f"{report.trials_run} trial(s) and {report.verifications_run} probe "
+                  f"verification(s) run, {len(report.reused)} record(s) reused, "
                   f"{report.wall_sec:.1f}s; evidence in {records / 'evidence'}",
                   highlight=False)

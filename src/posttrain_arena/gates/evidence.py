@@ -29,7 +29,7 @@ from posttrain_arena.evaluate.report import TrialSummary
 
 SCHEMA_VERSION = 1
 
-GATES_PROTOCOL = 1
+GATES_PROTOCOL = 2
 """Bumped whenever what the gates run or how they judge changes (probes, scripts)."""
 
 
@@ -84,14 +84,18 @@ class BuildEvidence(BaseModel):
 
 
 class ProbeEvidence(BaseModel):
-    """One known-bad probe: the oracle's final state perturbed, then verified."""
+    """One known-bad probe: the oracle's kept final state perturbed on the host, then
+    verified in a session from the pristine image (no agent phase)."""
 
     kind: str = Field(description="truncate, wrong or remove")
     description: str = Field(description="What the perturbation does, in words")
     applicable: bool = Field(description="The oracle left a file this probe could perturb")
     perturbed: list[str] = Field(default_factory=list,
                                  description="The files it changed (session paths)")
-    trial: TrialSummary | None = Field(default=None, description="The probe's trial")
+    trial: TrialSummary | None = Field(default=None,
+                                       description="The probe's verification (a trial "
+                                                   "without an agent phase)")
+    note: str | None = Field(default=None, description="Why the probe could not run")
 
 
 class BaseModelEvidence(BaseModel):
@@ -132,6 +136,10 @@ class TaskEvidence(BaseModel):
                                   "over reruns that reached a verdict)")
     empty: TrialSummary | None = Field(default=None, description="The empty trial")
     probes: list[ProbeEvidence] = Field(default_factory=list)
+    replay: TrialSummary | None = Field(
+        default=None, description="Shared isolation only: the oracle's kept state, "
+                                  "unperturbed, verified the way the probes are; unless it "
+                                  "scores 1.0 the probes say nothing")
     base: BaseModelEvidence | None = None
     timings: dict[str, float] = Field(default_factory=dict,
                                       description="Seconds of trial time per gate")

@@ -156,13 +156,22 @@ class GatePolicy(BaseModel):
         if not ev.probes:
             return _check(g, GateStatus.SKIPPED, "no probe ran")
         accepted, errors, ran = [], [], 0
+        if ev.replay is not None and not ev.replay.passed:
+            # The kept state does not score outside the oracle's session, so a probe's
+            # rejection may come from the replay, not from its perturbation.
+            return _check(g, GateStatus.ERROR, (
+                "the oracle's final state, verified outside its session, did not score "
+                f"1.0 ({ev.replay.outcome}, reward {ev.replay.reward}: "
+                f"{ev.replay.reason or 'no reason'}), so the probes cannot tell what "
+                "the verifier rejects (does the verifier read files outside the state "
+                "roots? declare them in verifier.state_paths)"))
         for p in ev.probes:
             if not p.applicable:
                 continue
             ran += 1
             t = p.trial
             if t is None or t.outcome in (*INFRA_OUTCOMES, "agent_timeout"):
-                errors.append(f"{p.kind}: {t.reason if t else 'did not run'}")
+                errors.append(f"{p.kind}: {t.reason if t else p.note or 'did not run'}")
             elif t.outcome == "scored" and (t.reward or 0.0) >= self.probe_accept_reward:
                 accepted.append(f"{p.kind} ({p.description}; reward {t.reward:g})")
         if accepted:

@@ -1,40 +1,40 @@
 """Known-bad probes: the oracle's final state, perturbed, which the verifier must reject.
 
-A probe is an ordinary trial whose agent is `ProbeAgent`: in one command it lists the
-files of the task's state roots (what the verifier will read), runs the oracle's
-solve.sh as the oracle agent does, finds the files the oracle created or changed (its
-outputs), perturbs all of them one way, and ends. The verifier then scores that state
-like any other.
+The oracle runs once per rerun; its first rerun keeps its final state on the host (a
+`SavedState`: the state roots as they were fetched for its verifier, and the paths
+the backend saw it change, from outside its session). A probe is built from that copy
+on the host and verified with no agent phase and no second oracle run
+(`TrialRunner.verify_state`: the pristine image, the perturbed state restored, the
+task's verifier), so a probe costs one verification.
+
+The oracle's outputs are the regular files of the kept state that the backend reports
+changed or added (bytecode caches aside). Every output is perturbed at once, so a
+verifier that checks any one of them rejects the probe: a task is never failed because
+its oracle also writes a log the verifier rightly ignores.
 
 * `truncate`: each output cut to the first half of its bytes (a truncated answer file);
 * `wrong`: each text output with every number off by one (letters shifted by one where
   there are no digits), the layout kept: the output of a wrong but plausible command;
 * `remove`: each output removed (a removed file).
 
-Every output is perturbed at once, so a verifier that checks any one of them rejects
-the probe: a task is never failed because its oracle also writes a log the verifier
-rightly ignores. The perturbation runs inside the session the oracle ran in, with the
-oracle's own user, so the probe's state is the oracle's state but for the perturbed
-files (no copy of the state in or out can make it differ). A probe with no output to
-perturb says so (`applicable` false) and counts for nothing.
+The kept state is the package's doing, so it is read as an attacker's: walked without
+following any link, read with `read_regular` (no link, bounded), written with
+`write_file` (a new file renamed over the old name, never through a link). A probe
+with no output to perturb says so (`applicable` false), runs nothing and counts for
+nothing.
 """
 
 from __future__ import annotations
 
-import json
-import secrets
-import shlex
-import shutil
-import tempfile
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
-from posttrain_arena.agents.oracle import OracleAgent
-from posttrain_arena.agents.transcript import Message, Transcript
-from posttrain_arena.spec.package import TaskPackage
-from posttrain_arena.trial.state import state_roots
+from posttrain_arena.sandbox.localfs import copy_tree
+from posttrain_arena.trial.hostfiles import NotRegular, read_regular, write_file
+from posttrain_arena.trial.state import SavedState
 
 
 @dataclass(frozen=True)
@@ -52,116 +52,86 @@ PROBES = (
     ProbeKind("remove", "each file the oracle wrote removed"),
 )
 
-_LIST = r"""
-for r in "$@"; do
-  [ -e "$r" ] || continue
-  find "$r" -type f ! -path "$d/*" ! -path "$src/*" -exec sha1sum -- {} + 2>/dev/null
-done | LC_ALL=C sort
-"""
-
-PROBE_SCRIPT = r"""# arena probe: list the state roots, run the oracle, perturb what it wrote.
-d=$1; kind=$2; src=$3; mark=$4; shift 4
-mkdir -p -- "$d" || exit 3
-{ """ + _LIST + r""" } > "$d/before"
-bash "$src/solve.sh"
-rc=$?
-printf '\n'  # the oracle's output may not end its last line; the markers start theirs
-rm -rf -- "$src"
-{ """ + _LIST + r""" } > "$d/after"
-LC_ALL=C comm -13 "$d/before" "$d/after" | grep -v '^\\' | cut -c43- \
-  | grep -v -e '/__pycache__/' -e '\.pyc$' > "$d/changed"
-while IFS= read -r f; do
-  [ -f "$f" ] || continue
-  case $kind in
-    truncate)
-      n=$(wc -c < "$f")
-      [ "$n" -gt 0 ] || continue
-      head -c $((n / 2)) -- "$f" > "$d/tmp" && cat "$d/tmp" > "$f" || continue ;;
-    wrong)
-      LC_ALL=C grep -Iq . -- "$f" || continue
-      LC_ALL=C awk '{ s = $0; out = ""
-             while (match(s, /[0-9]+/)) {
-               out = out substr(s, 1, RSTART - 1) (substr(s, RSTART, RLENGTH) + 1)
-               s = substr(s, RSTART + RLENGTH) }
-             print out s }' "$f" > "$d/tmp" || continue
-      if cmp -s "$d/tmp" "$f"; then LC_ALL=C tr 'a-yzA-YZ' 'b-zaB-ZA' < "$f" > "$d/tmp"; fi
-      cmp -s "$d/tmp" "$f" && continue
-      cat "$d/tmp" > "$f" || continue ;;
-    remove)
-      rm -f -- "$f" || continue ;;
-    *) exit 4 ;;
-  esac
-  printf '%s perturbed=%s\n' "$mark" "$f"
-done < "$d/changed"
-rm -rf -- "$d"
-printf '%s oracle-exit=%s\n' "$mark" "$rc"
-"""
-"""One exec: lists every file of the state roots with its checksum, runs the oracle's
-solve.sh as the oracle agent would (bash, in the workspace), finds the files new or
-changed since the listing and perturbs them; reports each with a per-run marker."""
+_NUMBER = re.compile(rb"[0-9]+")
+_SHIFT = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                         b"bcdefghijklmnopqrstuvwxyzaBCDEFGHIJKLMNOPQRSTUVWXYZA")
 
 
-class ProbeAgent(OracleAgent):
-    """The oracle, then one perturbation of its outputs. It is an oracle agent (the
-    harness hands it the oracle directory) whose name says which probe it is."""
+@dataclass
+class Probe:
+    """A perturbed copy of the kept state, and the session paths it changed."""
 
-    def __init__(self, kind: ProbeKind, task: TaskPackage) -> None:
-        self.kind = kind
-        fm = task.frontmatter
-        self.roots = state_roots(fm.environment.workdir, list(fm.verifier.state_paths))
-        self.name = f"probe:{kind.name}"
-
-    def run(self, shell: Shell, ctx: AgentContext) -> AgentRun:
-        """Copy the oracle (and the probe script) in, run both in one exec."""
-        transcript = Transcript(messages=[Message(role="user", content=ctx.prompt)])
-        solve = ctx.oracle_dir / "solve.sh" if ctx.oracle_dir is not None else None
-        if solve is None or not solve.is_file():
-            return AgentRun(transcript=transcript, error="the task has no oracle/solve.sh",
-                            info=self._info([], applicable=False))
-        text = solve.read_text(encoding="utf-8", errors="replace")
-        with tempfile.TemporaryDirectory(prefix="arena-probe-") as tmp:
-            bundle = Path(tmp) / "oracle"
-            shutil.copytree(solve.parent, bundle, symlinks=True)
-            (bundle / ".arena-probe.sh").write_text(PROBE_SCRIPT, encoding="utf-8")
-            # where the oracle agent would put it: /oracle when solve.sh names it
-            dest = "/oracle" if "/oracle" in text else f"/tmp/.arena-{secrets.token_hex(8)}"
-            try:
-                shell.copy_in(bundle, dest)
-            except Exception:
-                if dest != "/oracle":
-                    raise
-                dest = f"/tmp/.arena-{secrets.token_hex(8)}"
-                shell.copy_in(bundle, dest)
-        mark = f"ARENA-PROBE-{secrets.token_hex(8)}"
-        work = f"/tmp/.arena-probe-{secrets.token_hex(8)}"
-        result = shell.exec(_sh(f"{dest}/.arena-probe.sh", work, self.kind.name, dest, mark,
-                                *self.roots),
-                            env={"BENCHFLOW_WORKSPACE": shell.workdir,
-                                 "ARENA_SCRIPT_DIR": dest})
-        found = [line.split(" ", 1)[1] for line in result.stdout.splitlines()
-                 if line.startswith(mark + " ")]
-        perturbed = [f.removeprefix("perturbed=") for f in found if f.startswith("perturbed=")]
-        finished = any(f.startswith("oracle-exit=") for f in found)
-        call = {"id": "call-0", "type": "function", "function": {
-            "name": "bash", "arguments": json.dumps({"command": f"probe {self.kind.name}"})}}
-        output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
-        transcript.messages += [
-            Message(role="assistant", content="", tool_calls=[call]),
-            Message(role="tool", tool_call_id="call-0",
-                    content=output[-20_000:] + f"\n[exit {result.exit_code}]")]
-        info = self._info(perturbed, applicable=finished and bool(perturbed))
-        info.update(commands=1, exit_code=result.exit_code, timed_out=result.timed_out,
-                    oracle_completed=finished)
-        # Without the script's last word the state is unknown: unmeasured, never "n/a".
-        error = None if finished or result.timed_out else (
-            f"probe {self.kind.name}: the probe script did not finish (exit "
-            f"{result.exit_code}): {result.stderr[-300:]}")
-        return AgentRun(transcript=transcript, info=info, error=error)
-
-    def _info(self, perturbed: list[str], *, applicable: bool) -> dict[str, Any]:
-        return {"probe": self.kind.name, "perturbed": perturbed, "applicable": applicable}
+    kind: ProbeKind
+    state: SavedState
+    perturbed: list[str]
 
 
-def _sh(script_path: str, *args: str) -> str:
-    """A `/bin/sh SCRIPT ARGS...` command line, quoted (the Shell takes a string)."""
-    return " ".join(["/bin/sh", *map(shlex.quote, [script_path, *args])])
+def outputs(saved: SavedState) -> list[tuple[str, Path]]:
+    """(session path, host path) of every output of the kept state: a regular file
+    (found by walking the host copies, links never followed) that the backend
+    reported changed or added."""
+    changed = set(saved.changed)
+    found: list[tuple[str, Path]] = []
+    for root, host in saved.hosts.items():
+        for path, where in _regular_files(host, root):
+            if path in changed and "/__pycache__/" not in path and not path.endswith(".pyc"):
+                found.append((path, where))
+    return sorted(found)
+
+
+def make_probe(saved: SavedState, kind: ProbeKind, dest: Path, *, limit: int) -> Probe:
+    """A copy of `saved` under `dest` (a new directory) with every output perturbed by
+    `kind`; outputs larger than `limit` bytes are left as they are."""
+    dest.mkdir(parents=True)
+    hosts: dict[str, Path] = {}
+    for i, (root, host) in enumerate(saved.hosts.items()):
+        hosts[root] = dest / f"root-{i}"
+        copy_tree(host, hosts[root])
+    copy = SavedState(hosts=hosts, changed=list(saved.changed), kbytes=saved.kbytes)
+    perturbed = [path for path, where in outputs(copy) if _perturb(kind, where, limit)]
+    return Probe(kind, copy, perturbed)
+
+
+def _perturb(kind: ProbeKind, where: Path, limit: int) -> bool:
+    """Perturb one host file in place (never through a link); whether it changed."""
+    try:
+        info = os.lstat(where)
+        if kind.name == "remove":
+            if not stat.S_ISREG(info.st_mode):
+                return False
+            os.unlink(where)  # removes the name, never what a link points at
+            return True
+        data = read_regular(where, limit=limit)
+    except (NotRegular, OSError):
+        return False
+    if kind.name == "truncate":
+        new = data[: len(data) // 2]
+    elif kind.name == "wrong":
+        if b"\0" in data:  # binary: no plausible wrong text
+            return False
+        new = _NUMBER.sub(lambda m: str(int(m.group()) + 1).encode(), data)
+        if new == data:
+            new = data.translate(_SHIFT)
+    else:
+        raise ValueError(f"unknown probe kind {kind.name!r}")
+    if new == data:
+        return False
+    write_file(where, new, mode=stat.S_IMODE(info.st_mode))
+    return True
+
+
+def _regular_files(host_root: Path, root: str) -> list[tuple[str, Path]]:
+    """(session path, host path) of the regular files under one root's host copy."""
+    found: list[tuple[str, Path]] = []
+    if os.path.islink(host_root):
+        return found
+    if os.path.isfile(host_root):
+        return [(root, host_root)]
+    for dirpath, _dirs, files in os.walk(host_root):  # never descends through a link
+        rel = os.path.relpath(dirpath, host_root)
+        base = root.rstrip("/") + ("" if rel == "." else "/" + rel)
+        for name in files:
+            host = Path(dirpath) / name
+            if stat.S_ISREG(os.lstat(host).st_mode):
+                found.append((f"{base}/{name}", host))
+    return found

@@ -3,26 +3,31 @@
 Per package, on one TrialRunner (images built once, trials recorded):
 
 1. build: the image builds within task.md's build_timeout_sec;
-2. oracle rerun 0 and the empty trial, side by side;
+2. oracle rerun 0 (keeping its final state on the host) and the empty trial, side by
+   side;
 3. when rerun 0 reached a verdict: reruns 1..R-1 (the flake rate); when it scored 1.0,
-   also the probes (see probes.py). An oracle that hangs is not rerun R times: its
-   first timeout is its verdict;
+   also the probes: its kept state perturbed on the host and verified, one
+   verification each, no agent phase (see probes.py), and for shared isolation the
+   kept state verified unperturbed (the replay must score as the oracle did). An
+   oracle that hangs is not rerun R times: its first timeout is its verdict;
 4. for every package whose build and oracle gates pass: the base model's k samples,
    through `evaluate` (one batch for the whole collection).
 
 A fault in one package (a build that fails, an oracle that hangs, a verifier that
 crashes, even an unexpected exception in the harness) becomes that package's evidence,
-and the run goes on. At most `jobs` trials run at once. Packages whose record is on
-file for the same content hash, harness version and set-up are not measured again;
-records with an `error` gate (infrastructure) are always measured again.
+and the run goes on. At most `jobs` trials and verifications run at once. Packages
+whose record is on file for the same content hash, harness version and set-up are not
+measured again; records with an `error` gate (infrastructure) are always measured again.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,7 +54,7 @@ from posttrain_arena.gates.evidence import (
     harness_version,
 )
 from posttrain_arena.gates.policy import DEFAULT_POLICY, INFRA_OUTCOMES, GatePolicy
-from posttrain_arena.gates.probes import PROBES, ProbeAgent
+from posttrain_arena.gates.probes import PROBES, make_probe
 from posttrain_arena.models.base import ChatModel
 from posttrain_arena.sandbox.base import BuildError
 from posttrain_arena.spec.findings import SpecError
@@ -58,6 +63,7 @@ from posttrain_arena.spec.package import TaskPackage, load_task
 from posttrain_arena.trial.replay import task_dirs
 from posttrain_arena.trial.result import TrialResult
 from posttrain_arena.trial.runner import TrialRunner
+from posttrain_arena.trial.state import SavedState
 
 OnDone = Callable[[TaskEvidence, bool], None]
 """Called once per package with its evidence and whether it was reused."""
@@ -75,7 +81,11 @@ class GateReport(BaseModel):
     evidence: list[TaskEvidence] = Field(default_factory=list, description="By task name")
     reused: list[str] = Field(default_factory=list,
                               description="Tasks whose record on file was reused")
-    trials_run: int = Field(default=0, description="Trials this run started")
+    trials_run: int = Field(default=0, description="Trials this run started (an agent "
+                                                   "phase and a verification each)")
+    verifications_run: int = Field(
+        default=0, description="Kept states this run verified with no agent phase (probes, "
+                               "replays): one verification each")
     wall_sec: float = Field(default=0.0, description="Wall-clock of the whole run")
 
     @property
@@ -143,18 +153,16 @@ def gate_packages(
             ThreadPoolExecutor(max_workers=max(1, min(len(todo), jobs + 1)),
                                thread_name_prefix="gate-pkg") as packages:
         # One package more in flight than trial slots: while one waits for its oracle's
-        # verdict before its probes, another's trials keep the slots busy (and few
-        # environments interleave, so the warm pool's sessions get used).
-        def run_trial(task: TaskPackage, agent: Agent, seed: int) -> Future[TrialResult]:
-            return trials.submit(_trial, runner, task, agent, seed, counter)
-
-        for fut in [packages.submit(_measure, pkg, runner, run_trial, reruns) for pkg in todo]:
+        # verdict before its probes, another's trials keep the slots busy.
+        slots = _Slots(runner, trials, counter)
+        for fut in [packages.submit(_measure, pkg, runner, slots, reruns) for pkg in todo]:
             fut.result()
     _sample_base(todo, runner, model, model_spec, k, jobs, policy, settings, counter)
     for pkg in todo:
         _finish(pkg, policy, store, report, on_done)
     report.evidence.sort(key=lambda e: e.task)
     report.trials_run = counter.n
+    report.verifications_run = counter.verifications
     report.wall_sec = round(time.monotonic() - start, 3)
     return report
 
@@ -162,11 +170,52 @@ def gate_packages(
 class _Counter:
     def __init__(self) -> None:
         self.n = 0
+        self.verifications = 0
         self._lock = threading.Lock()
 
     def add(self, n: int = 1) -> None:
         with self._lock:
             self.n += n
+
+    def add_verification(self) -> None:
+        with self._lock:
+            self.verifications += 1
+
+
+class _Slots:
+    """The run's trial slots: trials and verifications of kept states, `jobs` at once."""
+
+    def __init__(self, runner: TrialRunner, pool: ThreadPoolExecutor,
+                 counter: _Counter) -> None:
+        self.runner, self.pool, self.counter = runner, pool, counter
+        self._lock = threading.Lock()
+        self._started: dict[str, list[Future[TrialResult]]] = {}
+
+    def trial(self, task: TaskPackage, agent: Agent, seed: int, *,
+              keep_state: Path | None = None) -> Future[TrialResult]:
+        def run() -> TrialResult:
+            self.counter.add()
+            return self.runner.run(task, agent, seed=seed, keep_state=keep_state)
+        return self._submit(task, run)
+
+    def verify(self, task: TaskPackage, state: SavedState, name: str) -> Future[TrialResult]:
+        def run() -> TrialResult:
+            self.counter.add_verification()
+            return self.runner.verify_state(task, state, name=name)
+        return self._submit(task, run)
+
+    def wait_for(self, task: TaskPackage) -> None:
+        """Until every trial and verification started for `task` has ended."""
+        with self._lock:
+            futures = self._started.pop(task.checksum, [])
+        wait(futures)
+
+    def _submit(self, task: TaskPackage, run: Callable[[], TrialResult]
+                ) -> Future[TrialResult]:
+        fut = self.pool.submit(run)
+        with self._lock:
+            self._started.setdefault(task.checksum, []).append(fut)
+        return fut
 
 
 def _open(directory: Path, harness: str, backend: str, model: str, k: int,
@@ -195,18 +244,11 @@ def _open(directory: Path, harness: str, backend: str, model: str, k: int,
     return _Package(ev, task)
 
 
-def _trial(runner: TrialRunner, task: TaskPackage, agent: Agent, seed: int,
-           counter: _Counter) -> TrialResult:
-    counter.add()
-    return runner.run(task, agent, seed=seed)
-
-
-def _measure(pkg: _Package, runner: TrialRunner,
-             run_trial: Callable[[TaskPackage, Agent, int], Future[TrialResult]],
-             reruns: int) -> None:
+def _measure(pkg: _Package, runner: TrialRunner, slots: _Slots, reruns: int) -> None:
     """Build, oracle reruns, empty trial and probes of one package (never raises)."""
     task, ev = pkg.task, pkg.ev
     assert task is not None
+    kept = Path(tempfile.mkdtemp(prefix="arena-gate-"))
     try:
         t0 = time.monotonic()
         try:
@@ -218,46 +260,70 @@ def _measure(pkg: _Package, runner: TrialRunner,
             return
         ev.timings[GateName.BUILD.value] = ev.build.seconds
         oracle = OracleAgent()
-        first, empty = run_trial(task, oracle, 0), run_trial(task, EmptyAgent(), 0)
+        first = slots.trial(task, oracle, 0, keep_state=kept / "oracle")
+        empty = slots.trial(task, EmptyAgent(), 0)
         results = [first.result()]
-        ev.empty = summarise(empty.result())
         more: list[Future[TrialResult]] = []
-        probes: list[tuple[ProbeAgent, Future[TrialResult]]] = []
+        probes: list[tuple[int, Future[TrialResult]]] = []
+        replay: Future[TrialResult] | None = None
         head = results[0]
         if head.outcome.value in (*INFRA_OUTCOMES, "agent_timeout"):
             if reruns > 1:
                 ev.oracle_note = (f"not rerun: the first oracle trial ended in "
                                   f"{head.outcome.value}")
         else:
-            more = [run_trial(task, oracle, seed) for seed in range(1, reruns)]
+            more = [slots.trial(task, oracle, seed) for seed in range(1, reruns)]
             if head.passed:
-                agents = [ProbeAgent(kind, task) for kind in PROBES]
-                probes = [(a, run_trial(task, a, 0)) for a in agents]
+                probes, replay = _start_probes(task, ev, slots, kept)
+        ev.empty = summarise(empty.result())
         results += [f.result() for f in more]
         ev.oracle = [summarise(r) for r in results]
         counted = [r for r in results if r.outcome.value not in INFRA_OUTCOMES]
         if counted:
             ev.flake_rate = round(sum(not r.passed for r in counted) / len(counted), 4)
-        for agent, fut in probes:
-            ev.probes.append(_probe_evidence(agent, fut.result()))
+        for i, fut in probes:
+            ev.probes[i].trial = summarise(fut.result())
+        if replay is not None:
+            ev.replay = summarise(replay.result())
         ev.timings[GateName.ORACLE.value] = _seconds(ev.oracle)
         ev.timings[GateName.EMPTY.value] = _seconds([ev.empty])
         if ev.probes:
             ev.timings[GateName.PROBES.value] = _seconds(
-                [p.trial for p in ev.probes if p.trial is not None])
+                [p.trial for p in ev.probes if p.trial is not None]
+                + ([ev.replay] if ev.replay is not None else []))
     except Exception as exc:  # a harness bug in one package must not stop the run
         ev.oracle_note = f"the gate run failed on this package: {type(exc).__name__}: {exc}"
+    finally:
+        slots.wait_for(task)  # nothing may still read the kept states
+        shutil.rmtree(kept, ignore_errors=True)
 
 
-def _probe_evidence(agent: ProbeAgent, result: TrialResult) -> ProbeEvidence:
-    info = result.agent_info or {}
-    perturbed = [str(p) for p in info.get("perturbed", []) if isinstance(p, str)]
-    # A probe whose agent never finished is still reported: it is an error, not n/a.
-    finished = result.outcome.value not in (*INFRA_OUTCOMES, "agent_timeout")
-    applicable = bool(info.get("applicable")) if finished else True
-    return ProbeEvidence(kind=agent.kind.name, description=agent.kind.description,
-                         applicable=applicable, perturbed=perturbed,
-                         trial=summarise(result))
+def _start_probes(task: TaskPackage, ev: TaskEvidence, slots: _Slots, kept: Path
+                  ) -> tuple[list[tuple[int, Future[TrialResult]]],
+                             Future[TrialResult] | None]:
+    """Build each probe from the oracle's kept state (on the host) and start its
+    verification; for shared isolation, also the unperturbed replay."""
+    saved = SavedState.load(kept / "oracle")
+    if saved is None:
+        why = ("the oracle's final state was not kept (a multi-step task, a state too "
+               "large to fetch, or a trial taken from the journal), so no probe ran")
+        ev.probes = [ProbeEvidence(kind=k.name, description=k.description, applicable=True,
+                                   note=why) for k in PROBES]
+        return [], None
+    limit = task.frontmatter.environment.storage_mb << 20
+    started: list[tuple[int, Future[TrialResult]]] = []
+    for kind in PROBES:
+        probe = make_probe(saved, kind, kept / kind.name, limit=limit)
+        ev.probes.append(ProbeEvidence(kind=kind.name, description=kind.description,
+                                       applicable=bool(probe.perturbed),
+                                       perturbed=probe.perturbed))
+        if probe.perturbed:
+            started.append((len(ev.probes) - 1,
+                            slots.verify(task, probe.state, f"probe:{kind.name}")))
+    replay = None
+    if started and task.frontmatter.verifier.isolation.value == "shared":
+        replay = slots.verify(task, saved, "probe:replay")
+    return started, replay
 
 
 def _sample_base(todo: list[_Package], runner: TrialRunner, model: ChatModel,

@@ -114,7 +114,10 @@ class LocalSession:
         limits: Limits,
         mounts: list[Mount] | None,
         labels: Mapping[str, str] | None,
+        base_fs: Path | None = None,
     ) -> None:
+        """`base_fs`: the image's files the session's `fs/` was copied from (what
+        changed_paths compares against; None: every file counts as added)."""
         self.id = state_dir.name
         self.image = image
         self.state_dir = state_dir
@@ -123,6 +126,11 @@ class LocalSession:
             roots,
             [(normalize(m.target), Path(m.source), not m.read_only) for m in mounts or []],
         )
+        self.base_fs = base_fs
+        self.copied_ns = time.time_ns()
+        """When the private copy of the image's files was complete: a file whose
+        inode changed later (ctime, which no process can set) was changed by the
+        session."""
         self.limits = limits
         self.mounts = list(mounts or [])
         self.labels = dict(labels or {})
@@ -276,8 +284,28 @@ class LocalSession:
         self.kill_all()
 
     def changed_paths(self) -> list[str]:
-        """None of the system paths: they are bound read-only from the host."""
-        return []
+        """Paths of the writable roots changed, added or deleted since the session
+        started, read on the host (what the session's processes cannot hide: an inode
+        whose ctime is past the session's copy of the image, an entry the image lacks,
+        an entry of the image gone). None of the system paths: they are bound
+        read-only from the host."""
+        changed: set[str] = set()
+        for root in self.fs.roots:
+            here = self.fs.state / root.lstrip("/")
+            base = self.base_fs / root.lstrip("/") if self.base_fs is not None else None
+            for host, path in _walk(here, root):
+                try:
+                    st = os.lstat(host)
+                except OSError:
+                    continue
+                if st.st_ctime_ns > self.copied_ns or base is None or not os.path.lexists(
+                        base / os.path.relpath(host, here)):
+                    changed.add(path)
+            if base is not None:
+                for host, path in _walk(base, root):
+                    if not os.path.lexists(here / os.path.relpath(host, base)):
+                        changed.add(path)
+        return sorted(changed)
 
     def stop(self) -> None:
         """Kill everything and delete the session's files and groups. Idempotent."""
@@ -294,6 +322,20 @@ class LocalSession:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _walk(host_root: Path, root: str) -> list[tuple[Path, str]]:
+    """(host path, sandbox path) of every entry under a root's host directory, links
+    never followed."""
+    found: list[tuple[Path, str]] = []
+    if not os.path.isdir(host_root) or os.path.islink(host_root):
+        return found
+    for dirpath, dirnames, filenames in os.walk(host_root):
+        rel = os.path.relpath(dirpath, host_root)
+        base = root if rel == "." else f"{root.rstrip('/')}/{rel}"
+        for name in (*dirnames, *filenames):
+            found.append((Path(dirpath) / name, f"{base.rstrip('/')}/{name}"))
+    return found
 
 
 def _remove_quietly(path: Path) -> None:
@@ -384,6 +426,7 @@ class LocalBackend:
                 limits=limits,
                 mounts=mounts,
                 labels=labels,
+                base_fs=src / "fs",
             )
         except (OSError, subprocess.CalledProcessError) as exc:
             shutil.rmtree(state, ignore_errors=True)

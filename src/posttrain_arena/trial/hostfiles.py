@@ -23,13 +23,15 @@ class NotRegular(OSError):
     """The path is a link, a directory, a device, or too large to read."""
 
 
-def write_file(path: Path, data: str | bytes) -> None:
-    """Replace `path` with `data` without following any link at `path` (see module)."""
+def write_file(path: Path, data: str | bytes, *, mode: int = 0o644) -> None:
+    """Replace `path` with `data` (a file of permission bits `mode`) without following
+    any link at `path` (see module)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode & 0o777)
             fh.write(raw)
         os.replace(tmp, path)
     except BaseException:

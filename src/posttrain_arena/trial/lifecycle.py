@@ -30,6 +30,8 @@ from posttrain_arena.trial.pristine import TaskRefused, probe_reason, static_rea
 from posttrain_arena.trial.result import Outcome, TestDetail
 from posttrain_arena.trial.shell import SessionShell
 from posttrain_arena.trial.state import (
+    SavedState,
+    StateReport,
     StateTooLarge,
     clear_roots,
     fetch_state,
@@ -117,6 +119,8 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
             reading = _verify_fresh(plan, agent_session, vsession, roots, pool, sessions,
                                     early)
         else:
+            if plan.keep_state is not None:
+                _keep_shared(plan, agent_session, roots)
             reading = _verify_shared(plan, agent_session, roots)
         plan.timings["verify"] = time.monotonic() - t0
         outcome = Outcome.SCORED if reading.reward is not None else Outcome.VERIFIER_ERROR
@@ -172,6 +176,7 @@ def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
     """Run the agent until it returns or its deadline; end every agent process.
     Returns a final outcome when the trial ends here, else None (go verify)."""
     task, agent = plan.task, plan.agent
+    assert agent is not None, "a trial without an agent has no agent phase"
     t0 = time.monotonic()
     deadline = t0 + plan.agent_timeout
     shell = SessionShell(session, plan.workdir, deadline,
@@ -261,10 +266,22 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
         report = fetch_state(agent_session, roots, plan.scratch, max_kbytes=storage_kb)
     except (StateTooLarge, TransferLimit) as exc:
         return Reading(0.0, f"the agent's final state cannot be verified: {exc}")
+    changed = agent_session.changed_paths() if plan.keep_state is not None else []
     # No longer needed: let it go while the verifier runs (execute's finally waits).
     pool.submit(agent_session.stop)
     if report.dropped_links:
         plan.record.write_text("dropped_links.txt", "\n".join(report.dropped_links) + "\n")
+    reading = _verify_state(plan, report, vsession, roots, sessions, t0, early)
+    if plan.keep_state is not None:
+        SavedState.keep(report, changed, plan.keep_state)
+    return reading
+
+
+def _verify_state(plan: TrialPlan, report: StateReport, vsession: Session,
+                  roots: list[str], sessions: list[Session], t0: float,
+                  early: onecall.EarlyExec | None = None) -> Reading:
+    """Verify fetched state roots in the verifier's pristine session (see _verify_fresh;
+    without an early exec, small states go the plain way too)."""
     command = _fresh_command(plan)
     if plan.backend.host_copies:  # emptied at start; plain host copies are cheapest
         put_state(vsession, report)
@@ -291,6 +308,63 @@ def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
     reading = verification.run(plan, vsession, command)
     assert reading is not None  # no prefix: the verifier always ran
     return reading
+
+
+def _keep_shared(plan: TrialPlan, session: Session, roots: list[str]) -> None:
+    """Keep the agent's state roots before shared verification changes the session
+    (kept as fresh verification would fetch them; nothing kept when too large)."""
+    storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
+    scratch = plan.scratch / "kept"
+    scratch.mkdir()
+    try:
+        report = fetch_state(session, roots, scratch, max_kbytes=storage_kb)
+    except (StateTooLarge, TransferLimit):
+        return
+    assert plan.keep_state is not None
+    SavedState.keep(report, session.changed_paths(), plan.keep_state)
+
+
+def verify_saved(plan: TrialPlan, saved: SavedState) -> PhaseOutcome:
+    """Verify a kept final state with no agent phase: the state roots restored into a
+    session from the pristine image, then the task's verifier as a trial's would run it
+    (fresh: the verifier's own session; shared: a pristine agent session, hardened).
+    Raises on infrastructure failure, as `execute`."""
+    roots = state_roots(plan.workdir, list(plan.task.frontmatter.verifier.state_paths))
+    sessions: list[Session] = []
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="replay")
+    try:
+        t0 = time.monotonic()
+        if plan.fresh:
+            session = _start_verifier(plan, roots)
+        elif plan.pool is not None:
+            session = plan.pool.take(plan.image, plan.limits(network=False),
+                                     plan.labels("verifier"))
+        else:
+            session = plan.backend.start(plan.image, limits=plan.limits(network=False),
+                                         labels=plan.labels("verifier"))
+        sessions.append(session)
+        _check_trust(plan, roots, session)
+        report = saved.report()
+        if plan.fresh:
+            reading = _verify_state(plan, report, session, roots, sessions, t0)
+        else:
+            clear_roots(session, roots)
+            put_state(session, report)
+            plan.timings["state_copy"] = time.monotonic() - t0
+            # no agent ran here: a session that cannot verify is the sandbox's failure
+            reading = shared.verify_shared(plan, session, roots)
+        plan.timings["verify"] = time.monotonic() - t0
+    except TaskRefused as exc:
+        return PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
+    finally:
+        if plan.pool is not None:  # only the harness and the verifier ran in them
+            for s in sessions:
+                plan.pool.discard(s)
+            sessions = []
+        _stop_all(pool, sessions)
+    outcome = Outcome.SCORED if reading.reward is not None else Outcome.VERIFIER_ERROR
+    return PhaseOutcome(outcome, reading.reward, reading.reason, reading.details,
+                        verifier_exit_code=reading.exit_code)
 
 
 def _verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Reading:

@@ -22,7 +22,8 @@ class TrialPlan:
     """Everything one trial needs, resolved."""
 
     task: TaskPackage
-    agent: Agent
+    agent: Agent | None
+    """None for a trial without an agent phase (a kept state verified again)."""
     backend: Backend
     image: ImageRef
     trial_id: str
@@ -35,6 +36,8 @@ class TrialPlan:
     agent_info: dict[str, object] = field(default_factory=dict)
     pool: SessionPool | None = None
     trust: TrustCache = field(default_factory=TrustCache)
+    keep_state: Path | None = None
+    """Where to keep the agent's final state (a SavedState) once its phase ended well."""
     keep_agent_session: bool = False
     """A multi-step trial's agent session outlives each step but the last: its agent
     processes are ended with kill_all, the session is not halted."""

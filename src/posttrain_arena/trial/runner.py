@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from posttrain_arena.trial.pool import SessionPool
 from posttrain_arena.trial.pristine import TrustCache
 from posttrain_arena.trial.records import TrialConfig, TrialRecord, trial_id
 from posttrain_arena.trial.result import Outcome, TrialResult
+from posttrain_arena.trial.state import SavedState
 
 __all__ = ["TrialRunner", "trial_id"]
 
@@ -117,20 +119,39 @@ class TrialRunner:
             return image
 
     def run(self, task: TaskPackage, agent: Agent, *, seed: int = 0,
-            agent_timeout: float | None = None) -> TrialResult:
-        """Run one trial (or return the journal's final result for its identity)."""
-        tid = trial_id(task.checksum, agent.name, seed)
+            agent_timeout: float | None = None, keep_state: Path | None = None
+            ) -> TrialResult:
+        """Run one trial (or return the journal's final result for its identity).
+        `keep_state`: a host directory where the agent's final state is kept
+        (`SavedState.load` reads it) when its phase ended well and the state was
+        fetched; one-step tasks only (a trial from the journal keeps nothing)."""
+        return self._journaled(task, agent.name, seed, lambda tid: self._run(
+            task, agent.name, tid, seed, agent_timeout, agent=agent, keep_state=keep_state))
+
+    def verify_state(self, task: TaskPackage, saved: SavedState, *, name: str,
+                     seed: int = 0) -> TrialResult:
+        """A trial without an agent phase: `saved` (a kept final state, perhaps changed
+        on the host since) restored into a session from the pristine image and verified
+        as any trial's state would be; recorded and journaled under `name`."""
+        return self._journaled(task, name, seed, lambda tid: self._run(
+            task, name, tid, seed, None, saved=saved))
+
+    def _journaled(self, task: TaskPackage, name: str, seed: int,
+                   run: Callable[[str], TrialResult]) -> TrialResult:
+        tid = trial_id(task.checksum, name, seed)
         if self.journal is not None:
             done = self.journal.done(tid)
             if done is not None:
                 return done
-        result = self._run(task, agent, tid, seed, agent_timeout)
+        result = run(tid)
         if self.journal is not None:
             self.journal.append(result)
         return result
 
-    def _run(self, task: TaskPackage, agent: Agent, tid: str, seed: int,
-             agent_timeout: float | None) -> TrialResult:
+    def _run(self, task: TaskPackage, name: str, tid: str, seed: int,
+             agent_timeout: float | None, *, agent: Agent | None = None,
+             keep_state: Path | None = None, saved: SavedState | None = None
+             ) -> TrialResult:
         fm = task.frontmatter
         network = fm.environment.allow_internet and self.allow_network
         refused = fm.environment.allow_internet and not self.allow_network
@@ -142,7 +163,7 @@ class TrialRunner:
         record = TrialRecord(self.records_root, tid, scratch)
         record.write_config(TrialConfig(
             trial_id=tid, task_name=task.name, task_root=str(task.root),
-            task_checksum=task.checksum, agent=agent.name, seed=seed,
+            task_checksum=task.checksum, agent=name, seed=seed,
             backend=self.backend_name, isolation=fm.verifier.isolation.value,
             agent_timeout_sec=timeout, verifier_timeout_sec=fm.verifier.timeout_sec,
             limits={"cpus": fm.environment.cpus, "memory_mb": fm.environment.memory_mb,
@@ -166,9 +187,12 @@ class TrialRunner:
                 task=task, agent=agent, backend=self.backend, image=image, trial_id=tid,
                 seed=seed, agent_timeout=timeout, network=network, record=record,
                 scratch=scratch, timings=timings, pool=self.pool, trust=self.trust,
+                keep_state=None if task.steps else keep_state,
             )
-            # issue 14: multi-step tasks run step by step on the same machinery
-            phase = (multistep.execute if task.steps else lifecycle.execute)(plan)
+            if saved is not None:
+                phase = lifecycle.verify_saved(plan, saved)
+            else:  # issue 14: multi-step tasks run step by step on the same machinery
+                phase = (multistep.execute if task.steps else lifecycle.execute)(plan)
         except _NetworkRefused as exc:
             phase = lifecycle.PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
         except (BuildError, _BuildFailed) as exc:
@@ -183,7 +207,7 @@ class TrialRunner:
         timings["total"] = time.monotonic() - t_start
         result = TrialResult(
             trial_id=tid, task_name=task.name, task_checksum=task.checksum,
-            domain=task.domain.value, agent=agent.name, seed=seed, backend=self.backend_name,
+            domain=task.domain.value, agent=name, seed=seed, backend=self.backend_name,
             outcome=phase.outcome,
             reward=phase.reward if phase.outcome is Outcome.SCORED else None,
             reason=phase.reason, details=phase.details,

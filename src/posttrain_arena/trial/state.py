@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import posixpath
+import shutil
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -19,9 +21,10 @@ from pathlib import Path
 
 from posttrain_arena.sandbox.base import MissingPath, SandboxError, Session, TransferBounds
 from posttrain_arena.spec.trust import DEFAULT_PATH, state_roots
+from posttrain_arena.trial.hostfiles import read_regular, write_file
 
-__all__ = ["StateReport", "StateTooLarge", "clear_roots", "fetch_state", "put_state",
-           "state_archive", "state_roots"]
+__all__ = ["SavedState", "StateReport", "StateTooLarge", "clear_roots", "fetch_state",
+           "put_state", "state_archive", "state_roots"]
 
 
 MAX_STATE_ENTRIES = 100_000
@@ -44,6 +47,56 @@ class StateReport:
     dropped_links: list[str] = field(default_factory=list)
     kbytes: int = 0
     hosts: dict[str, Path] = field(default_factory=dict)
+
+
+@dataclass
+class SavedState:
+    """An agent's final state kept on the host after its trial (`TrialRunner.run`
+    with `keep_state`): the host copy of each state root that existed, as it was
+    fetched for the verifier (bounded, escaping links dropped), and the paths the agent
+    changed, added or deleted, as the backend saw them from outside the session
+    (`Session.changed_paths`). What `TrialRunner.verify_state` restores into a pristine
+    session. The host copies are the agent's files: read them with hostfiles' helpers,
+    never through a link."""
+
+    hosts: dict[str, Path]
+    changed: list[str]
+    kbytes: int = 0
+
+    MANIFEST = "saved-state.json"
+
+    def report(self) -> StateReport:
+        """A StateReport over these host copies (what put_state and state_archive take)."""
+        return StateReport(kbytes=self.kbytes, hosts=dict(self.hosts))
+
+    @classmethod
+    def keep(cls, report: StateReport, changed: list[str], dest: Path) -> SavedState:
+        """Move a fetched state's host copies under `dest` and write its manifest."""
+        dest.mkdir(parents=True, exist_ok=True)
+        hosts: dict[str, Path] = {}
+        for i, (root, host) in enumerate(report.hosts.items()):
+            target = dest / f"root-{i}"
+            try:
+                os.replace(host, target)
+            except OSError:  # another file system: copied, links kept as links
+                shutil.move(host, target)
+            hosts[root] = target
+        saved = cls(hosts=hosts, changed=sorted(changed), kbytes=report.kbytes)
+        write_file(dest / cls.MANIFEST, json.dumps({
+            "roots": {r: h.name for r, h in hosts.items()}, "changed": saved.changed,
+            "kbytes": saved.kbytes}))
+        return saved
+
+    @classmethod
+    def load(cls, dest: Path) -> SavedState | None:
+        """The state `keep` left under `dest`, or None when none was kept there."""
+        try:
+            data = json.loads(read_regular(dest / cls.MANIFEST, limit=64 << 20))
+        except (OSError, ValueError):
+            return None
+        hosts = {str(r): dest / str(n) for r, n in data.get("roots", {}).items()}
+        return cls(hosts=hosts, changed=[str(p) for p in data.get("changed", [])],
+                   kbytes=int(data.get("kbytes", 0)))
 
 
 CLEAR_SCRIPT = (

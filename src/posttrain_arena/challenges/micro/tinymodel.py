@@ -8,7 +8,8 @@ template (tools in the system turn, `<tool_call>` blocks in assistant turns,
 `<tool_response>` blocks for tool results). The model is a small Qwen2 configuration,
 randomly initialised and, when its spec asks for pretraining episodes, pretrained
 (`pretrain.py`: generic shell episodes, disjoint from the suite) with the project's own
-SFT code, so that the base model is not blank. Nothing is downloaded. A pretrained base is cached per machine under
+SFT code, so that the base model is not blank. Nothing is downloaded. A pretrained base
+is cached per machine under
 `$ARENA_CACHE_DIR/micro-base/KEY`, KEY the hash of everything it is made from.
 """
 
