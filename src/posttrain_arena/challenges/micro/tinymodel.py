@@ -9,8 +9,8 @@ template (tools in the system turn, `<tool_call>` blocks in assistant turns,
 randomly initialised and, when its spec asks for pretraining episodes, pretrained
 (`pretrain.py`: generic shell episodes, disjoint from the suite) with the project's own
 SFT code, so that the base model is not blank. Nothing is downloaded. A pretrained base
-is cached per machine under
-`$ARENA_CACHE_DIR/micro-base/KEY`, KEY the hash of everything it is made from.
+is cached per machine under `$ARENA_CACHE_DIR/micro-base/KEY`, KEY the hash of everything it
+is made from.
 """
 
 from __future__ import annotations
