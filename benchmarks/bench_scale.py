@@ -182,6 +182,10 @@ def main() -> None:
     for name, runs in figures.items():
         walls = ", ".join(f"{w:.1f}" for w, _ in runs)
         print(f"  {name:6} wall s per repetition: {walls}")
+    paired = [r / t - 1 for (t, _), (r, _) in zip(figures["thread"], figures["ray"], strict=True)]
+    print("  ray against the thread run just before it: "
+          + ", ".join(f"{100 * p:+.1f}%" for p in paired)
+          + f"  (median {100 * statistics.median(paired):+.1f}%)")
     t_wall = statistics.median(w for w, _ in figures["thread"])
     r_wall = statistics.median(w for w, _ in figures["ray"])
     t_cpu = statistics.median(c for _, c in figures["thread"])
