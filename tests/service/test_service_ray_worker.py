@@ -50,9 +50,15 @@ def ray_head(arena_cache_dir: Path) -> Iterator[str]:
     """A one-node Ray cluster (one sandbox slot) this process does not join; its address."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "object_store_memory": STORE, "include_dashboard": False,
-        "node_ip_address": "127.0.0.1", "resources": {SLOT_RESOURCE: 1}})
+    for attempt in range(3):  # Ray gives a node 30 s to register; a loaded box may not
+        try:
+            cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": 1, "object_store_memory": STORE, "include_dashboard": False,
+                "node_ip_address": "127.0.0.1", "resources": {SLOT_RESOURCE: 1}})
+            break
+        except Exception as exc:
+            if "timed out during startup" not in str(exc) or attempt == 2:
+                raise
     try:
         cluster.wait_for_nodes()
         assert cluster.address.startswith("127.0.0.1:"), cluster.address  # loopback only
