@@ -17,18 +17,22 @@ Every image is built before anything is timed. Results are checked: every trial 
 have scored (a benchmark of failures measures nothing).
 
     .venv/bin/python benchmarks/bench_scale.py [--tasks 20] [--k 10] [--jobs 4]
-        [--wait 2] [--slots 2] [--scale-trials 24]
+        [--reps 3] [--wait 2] [--slots 2] [--scale-trials 24]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import psutil
 
 from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.evaluate.report import EvalReport
@@ -91,6 +95,22 @@ def timed(suite: Suite, agent: AgentSpec, k: int, executor: TrialExecutor,
     return wall, report
 
 
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process, its reaped children, and every live
+    descendant with its own reaped children: the driver, and, for a Ray this process
+    started, its GCS, raylet and worker processes and the sandboxes under them."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue  # gone meanwhile: its time is in its parent's reaped children
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
 def with_ray(start: Callable[[], object], body: Callable[[], None]) -> None:
     import ray
 
@@ -109,6 +129,7 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=20)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=4, help="concurrency of both executors")
+    ap.add_argument("--reps", type=int, default=3, help="part 1: interleaved repetitions")
     ap.add_argument("--wait", type=float, default=2.0, help="part 2: agent sleep, seconds")
     ap.add_argument("--slots", type=int, default=2, help="part 2: sandbox slots per node")
     ap.add_argument("--scale-trials", type=int, default=24, help="part 2: trials per run")
@@ -129,33 +150,56 @@ def main() -> None:
     suite = write_suite(tmp / "suite", args.tasks)
     oracle = AgentSpec(kind="oracle")
     n = args.tasks * args.k
-    runner = TrialRunner("local", warm_pool=warm)
-    thread = ThreadExecutor(runner, slots=args.jobs)
-    timed(suite, oracle, 1, thread, args.jobs)  # builds every image
-    t_wall, _ = timed(suite, oracle, args.k, thread, args.jobs)
-    runner.close()
-
-    figures: dict[str, float] = {}
+    figures: dict[str, list[tuple[float, float]]] = {"thread": [], "ray": []}
 
     def ray_part1() -> None:
+        # Both executors live side by side and take turns (thread, ray, thread, ...), so
+        # the machine's load, which drifts, weighs on both alike.
+        runner = TrialRunner("local", warm_pool=warm)
+        thread = ThreadExecutor(runner, slots=args.jobs)
         ex = RayExecutor(backend="local", warm_pool=warm)  # as the thread pool's runner
-        timed(suite, oracle, 1, ex, args.jobs)  # warm: workers started, packages sent
-        figures["ray"], _ = timed(suite, oracle, args.k, ex, args.jobs)
+        try:
+            timed(suite, oracle, 1, thread, args.jobs)  # builds every image
+            timed(suite, oracle, 1, ex, args.jobs)  # warm: workers started, packages sent
+            for _ in range(args.reps):
+                for name, executor in (("thread", thread), ("ray", ex)):
+                    cpu0 = cpu_seconds()
+                    wall, _ = timed(suite, oracle, args.k, executor, args.jobs)
+                    figures[name].append((wall, cpu_seconds() - cpu0))
+        finally:
+            ex.close()
+            runner.close()
 
+    load = os.getloadavg()
     with_ray(lambda: ray.init(address="local", resources={SLOT_RESOURCE: args.jobs},
                               num_cpus=args.jobs,
                               object_store_memory=STORE, include_dashboard=False,
                               log_to_driver=False), ray_part1)
-    r_wall = figures["ray"]
+    load_after = os.getloadavg()
+    print(f"part 1: {n} oracle trials x {args.reps} interleaved repetitions, local backend, "
+          f"concurrency {args.jobs}, warm pool {'on' if warm else 'off'}; load average "
+          f"{load[0]:.1f} before, {load_after[0]:.1f} after")
+    for name, runs in figures.items():
+        walls = ", ".join(f"{w:.1f}" for w, _ in runs)
+        print(f"  {name:6} wall s per repetition: {walls}")
+    paired = [r / t - 1 for (t, _), (r, _) in zip(figures["thread"], figures["ray"], strict=True)]
+    print("  ray against the thread run just before it: "
+          + ", ".join(f"{100 * p:+.1f}%" for p in paired)
+          + f"  (median {100 * statistics.median(paired):+.1f}%)")
+    t_wall = statistics.median(w for w, _ in figures["thread"])
+    r_wall = statistics.median(w for w, _ in figures["ray"])
+    t_cpu = statistics.median(c for _, c in figures["thread"])
+    r_cpu = statistics.median(c for _, c in figures["ray"])
     per_thread = t_wall / n
     overhead = (r_wall - t_wall) / n
-    print(f"part 1: {n} oracle trials, local backend, concurrency {args.jobs}, "
-          f"warm pool {'on' if warm else 'off'}")
-    print(f"  thread executor (baseline): {t_wall:7.1f} s  {60 * n / t_wall:7.1f} trials/min")
-    print(f"  ray executor, one machine : {r_wall:7.1f} s  {60 * n / r_wall:7.1f} trials/min")
-    print(f"  ray overhead per trial    : {1000 * overhead:+7.1f} ms "
+    print(f"  thread executor (baseline): {t_wall:7.1f} s  {60 * n / t_wall:7.1f} trials/min  "
+          f"cpu {1000 * t_cpu / n:6.0f} ms/trial (median)")
+    print(f"  ray executor, one machine : {r_wall:7.1f} s  {60 * n / r_wall:7.1f} trials/min  "
+          f"cpu {1000 * r_cpu / n:6.0f} ms/trial (median)")
+    print(f"  ray overhead per trial    : {1000 * overhead:+7.1f} ms wall "
           f"({100 * overhead / per_thread:+.1f}% of the thread pool's {1000 * per_thread:.0f} "
-          "ms per trial; target < 10%)")
+          f"ms per trial; target < 10%), {1000 * (r_cpu - t_cpu) / n:+.0f} ms cpu "
+          f"({100 * (r_cpu - t_cpu) / t_cpu:+.1f}%)")
 
     if args.skip_scale:
         return

@@ -72,12 +72,31 @@ def _node_runner(cfg: NodeConfig) -> TrialRunner:
         return runner
 
 
-def _trial_on_node(blob: bytes, checksum: str, name: str, agent: AgentSpec, seed: int,
+_tasks: dict[str, TaskPackage] = {}  # checksum -> the package unpacked and checked here
+
+
+def _task_here(blob: list[Any], checksum: str, name: str) -> TaskPackage:
+    """The package in this worker process: fetched, unpacked and checked against its
+    checksum on first use only (then kept, as the thread executor keeps its suite).
+    `blob` is [ObjectRef] nested in a list, so Ray does not fetch the bytes for every
+    trial, only here on a miss."""
+    import ray
+
+    with _runners_lock:
+        task = _tasks.get(checksum)
+    if task is None:
+        task = unpack(ray.get(blob[0]), checksum=checksum, name=name)
+        with _runners_lock:
+            _tasks[checksum] = task
+    return task
+
+
+def _trial_on_node(blob: list[Any], checksum: str, name: str, agent: AgentSpec, seed: int,
                    agent_timeout: float | None, capture: bool, cfg: NodeConfig) -> TrialOutput:
     """The Ray task: unpack (once per node), build the agent, run the trial here."""
     import ray
 
-    task = unpack(blob, checksum=checksum, name=name)
+    task = _task_here(blob, checksum, name)
     out = run_job(_node_runner(cfg), TrialJob(task, agent, seed, agent_timeout, capture))
     return TrialOutput(out.result, out.run, node=ray.get_runtime_context().get_node_id())
 
@@ -190,7 +209,7 @@ class RayExecutor:
         ray = self._ray
         from ray.exceptions import GetTimeoutError, RayError
 
-        ref = self._fn.remote(self._package(job.task), job.task.checksum, job.task.name,
+        ref = self._fn.remote([self._package(job.task)], job.task.checksum, job.task.name,
                               job.agent, job.seed, job.agent_timeout, job.capture,
                               self.node_config)
         limit = self.deadline(job)
