@@ -21,7 +21,7 @@ from posttrain_arena.agents.model import (
     submit_call_message,
     tool_result_message,
 )
-from posttrain_arena.agents.transcript import Transcript
+from posttrain_arena.agents.transcript import Message, Transcript
 
 
 def oracle_command(solve_text: str) -> str:
@@ -30,6 +30,18 @@ def oracle_command(solve_text: str) -> str:
     if lines and lines[0].startswith("#!"):
         lines = lines[1:]
     return "\n".join(lines).strip()
+
+
+def oracle_conversation(prompt: str, command: str, output: str, time_left_sec: float,
+                        time_left_after_sec: float) -> list[Message]:
+    """The model agent's conversation for one command: system + user, an assistant
+    `bash` call of `command`, its formatted `output` as the tool result, then `submit`
+    (time notes: before the call, after it)."""
+    messages = initial_messages(prompt, time_left_sec)
+    messages.append(bash_call_message(command, 0))
+    messages.append(tool_result_message(output, time_left_after_sec, call_id(0)))
+    messages.append(submit_call_message(1))
+    return messages
 
 
 class OracleTeacherAgent:
@@ -47,14 +59,13 @@ class OracleTeacherAgent:
         start = time.monotonic()
         if not self.command:
             return AgentRun(transcript=Transcript(), error="the task has no oracle/solve.sh")
-        messages = initial_messages(ctx.prompt, ctx.deadline - start)
-        messages.append(bash_call_message(self.command, 0))
+        time_left = ctx.deadline - start
         left = ctx.deadline - time.monotonic()
         result = shell.exec(self.command, timeout=max(1.0, left))
         output = format_output(result.exit_code, result.stdout, result.stderr,
                                timed_out=result.timed_out, limit=self.settings.output_chars)
-        messages.append(tool_result_message(output, ctx.deadline - time.monotonic(), call_id(0)))
-        messages.append(submit_call_message(1))
+        messages = oracle_conversation(ctx.prompt, self.command, output, time_left,
+                                       ctx.deadline - time.monotonic())
         info = {"turns": 2, "commands": 1, "exit_code": result.exit_code,
                 "exit": "submit", "agent_sec": time.monotonic() - start}
         return AgentRun(transcript=Transcript(messages=messages), info=info)

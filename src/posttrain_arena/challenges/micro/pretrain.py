@@ -25,19 +25,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from posttrain_arena.agents.model import (
-    TOOLS,
-    bash_call_message,
-    call_id,
-    format_output,
-    initial_messages,
-    submit_call_message,
-    tool_result_message,
-)
+from posttrain_arena.agents.model import TOOLS, format_output
+from posttrain_arena.agents.teacher import oracle_conversation
 from posttrain_arena.challenges.micro.families import HELD_OUT
 
 # Seconds shown as "time left" in pretraining episodes: the micro tasks' agent limit,
@@ -201,10 +195,8 @@ GENERIC: tuple[Generic, ...] = (
 def generic_episode(task: Generic, rng: random.Random) -> dict[str, Any]:
     """One pretraining row: the model agent's conversation for a generic task."""
     prompt, command = task.sample(rng)
-    messages = initial_messages(prompt, _TIME_LEFT)
-    messages.append(bash_call_message(command, 0))
-    messages.append(tool_result_message(format_output(0, "", ""), _TIME_LEFT, call_id(0)))
-    messages.append(submit_call_message(1))
+    messages = oracle_conversation(prompt, command, format_output(0, "", ""), _TIME_LEFT,
+                                   _TIME_LEFT)
     return {"messages": [m.model_dump(exclude_none=True) for m in messages], "tools": TOOLS,
             "task": task.name}
 
@@ -230,7 +222,5 @@ def corpus_texts(rows: Iterable[dict[str, Any]]) -> list[str]:
 
 def held_out_values_in(texts: Sequence[str]) -> list[str]:
     """Held-out parameter values (stems, markers) that occur as words in `texts`."""
-    import re
-
     blob = "\n".join(texts).lower()
     return sorted(v for v in _forbidden_names() if re.search(rf"\b{re.escape(v)}\b", blob))
