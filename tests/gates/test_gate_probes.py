@@ -118,3 +118,35 @@ def test_a_local_session_reports_what_its_processes_changed(tmp_path: Path, runn
         session.stop()
     assert {"/root/new.txt", "/root/input.txt", "/root/back.txt"} <= set(changed)
     assert "/root/same.txt" not in changed
+
+
+@pytest.mark.bwrap
+def test_a_multi_step_tasks_probes_are_its_final_state_judged_by_its_last_step(
+        tmp_path: Path, runners) -> None:
+    from tests.interop.harbor_kit import write_multistep_task
+
+    root = tmp_path / "envs"
+    write_multistep_task(root / "strict")
+    lax = write_multistep_task(root / "lax")  # its last step accepts any log.txt
+    (lax / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nmkdir -p /logs/verifier\n"
+        "if [ -s /app/log.txt ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+    runner, _ = runners("local")
+    report = gate_collection(root, runner, ScriptedModel(failing_script()), model_spec="m",
+                             k=2, reruns=1, jobs=2, records_root=tmp_path / "records")
+    ev = {e.task.split("/")[-1]: e for e in report.evidence}
+    assert set(ev) == {"strict", "lax"}, [e.task for e in report.evidence]
+    status = {n: {c.gate.value: (c.status.value, c.reason) for c in e.verdict.gates}
+              for n, e in ev.items()}
+    for name in ("strict", "lax"):
+        assert status[name]["oracle"][0] == "pass", status[name]
+        assert ev[name].replay is not None and ev[name].replay.passed, ev[name].replay
+        # every step's changes are outputs: the file the two steps wrote
+        assert {p.kind: p.perturbed for p in ev[name].probes} == {
+            k.name: ["/app/log.txt"] for k in PROBES}
+    assert [p.trial.reward for p in ev["strict"].probes if p.trial] == [0.0, 0.0, 0.0]
+    assert status["strict"]["probes"][0] == "pass"
+    lax_rewards = {p.kind: p.trial.reward for p in ev["lax"].probes if p.trial}
+    assert lax_rewards == {"truncate": 1.0, "wrong": 1.0, "remove": 0.0}
+    assert status["lax"]["probes"][0] == "fail"
+    assert "truncate" in (status["lax"]["probes"][1] or "")

@@ -164,7 +164,9 @@ class GatePolicy(BaseModel):
                 f"1.0 ({ev.replay.outcome}, reward {ev.replay.reward}: "
                 f"{ev.replay.reason or 'no reason'}), so the probes cannot tell what "
                 "the verifier rejects (does the verifier read files outside the state "
-                "roots? declare them in verifier.state_paths)"))
+                "roots? declare them in verifier.state_paths; a multi-step task's probes "
+                "are judged by its last step's verifier, which must accept the final "
+                "state)"))
         for p in ev.probes:
             if not p.applicable:
                 continue

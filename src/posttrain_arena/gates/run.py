@@ -7,9 +7,10 @@ Per package, on one TrialRunner (images built once, trials recorded):
    side;
 3. when rerun 0 reached a verdict: reruns 1..R-1 (the flake rate); when it scored 1.0,
    also the probes: its kept state perturbed on the host and verified, one
-   verification each, no agent phase (see probes.py), and for shared isolation the
-   kept state verified unperturbed (the replay must score as the oracle did). An
-   oracle that hangs is not rerun R times: its first timeout is its verdict;
+   verification each, no agent phase (see probes.py), and for shared isolation or a
+   multi-step task (judged by its last step's verifier) the kept state verified
+   unperturbed (the replay must score as the oracle did). An oracle that hangs is not
+   rerun R times: its first timeout is its verdict;
 4. for every package whose build and oracle gates pass: the base model's k samples,
    through `evaluate` (one batch for the whole collection).
 
@@ -302,11 +303,13 @@ def _start_probes(task: TaskPackage, ev: TaskEvidence, slots: _Slots, kept: Path
                   ) -> tuple[list[tuple[int, Future[TrialResult]]],
                              Future[TrialResult] | None]:
     """Build each probe from the oracle's kept state (on the host) and start its
-    verification; for shared isolation, also the unperturbed replay."""
+    verification; for shared isolation, also the unperturbed replay, and for a multi-step
+    task too (its probes are judged by the last step's verifier alone, which must accept
+    the oracle's final state for a rejection to mean anything)."""
     saved = SavedState.load(kept / "oracle")
     if saved is None:
-        why = ("the oracle's final state was not kept (a multi-step task, a state too "
-               "large to fetch, or a trial taken from the journal), so no probe ran")
+        why = ("the oracle's final state was not kept (a state too large to fetch, or a "
+               "trial taken from the journal), so no probe ran")
         ev.probes = [ProbeEvidence(kind=k.name, description=k.description, applicable=True,
                                    note=why) for k in PROBES]
         return [], None
@@ -321,7 +324,7 @@ def _start_probes(task: TaskPackage, ev: TaskEvidence, slots: _Slots, kept: Path
             started.append((len(ev.probes) - 1,
                             slots.verify(task, probe.state, f"probe:{kind.name}")))
     replay = None
-    if started and task.frontmatter.verifier.isolation.value == "shared":
+    if started and (task.steps or task.frontmatter.verifier.isolation.value == "shared"):
         replay = slots.verify(task, saved, "probe:replay")
     return started, replay
 

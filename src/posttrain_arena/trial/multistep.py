@@ -12,6 +12,11 @@ verifier would. The phases are lifecycle's own (`_agent_phase`, `_start_verifier
 A step that times out ends the trial (`agent_timeout`); a step without a reward makes
 it a verifier error naming the step. The reward is the steps' mean, or the last one's.
 The trial's transcript holds every step's messages, in order.
+
+With `keep_state` the state after the last step is kept (as a one-step trial keeps its
+final state), with every path the agent changed over all the steps; `verify_saved`
+verifies such a state (perturbed, for the gates' probes) as the last step's verifier
+would: the last step's verifier folder, on the pristine image.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ from posttrain_arena.sandbox.base import Session, TransferLimit
 from posttrain_arena.spec.body import Section, TaskBody
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.spec.steps import Step, aggregate
+from posttrain_arena.spec.task import Isolation
 from posttrain_arena.trial import lifecycle, verification
 from posttrain_arena.trial.harness import HARNESS_DIR
 from posttrain_arena.trial.pristine import TaskRefused
 from posttrain_arena.trial.result import Outcome, TestDetail
 from posttrain_arena.trial.state import (
+    SavedState,
     StateTooLarge,
     clear_roots,
     fetch_state,
@@ -66,7 +73,8 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
             step_plan = dataclasses.replace(
                 plan, task=_step_task(task, step, plan.scratch / f"step-{i}"), pool=None,
                 agent_timeout=step.agent_timeout_sec or plan.agent_timeout,
-                keep_agent_session=not last, timings={})
+                keep_agent_session=not last, timings={},
+                keep_state=plan.keep_state if last else None)
             ended = lifecycle._agent_phase(step_plan, session)
             plan.agent_info = step_plan.agent_info
             _keep_transcript(plan, combined)
@@ -116,6 +124,7 @@ def _verify_step(plan: lifecycle.TrialPlan, session: Session, roots: list[str],
                              max_kbytes=storage_kb)
     except (StateTooLarge, TransferLimit) as exc:
         return verification.Reading(0.0, f"the agent's final state cannot be verified: {exc}")
+    changed = session.changed_paths() if plan.keep_state is not None else []
     vsession = lifecycle._start_verifier(plan, roots)
     try:
         if not plan.backend.host_copies:  # emptied at start only where the host copies
@@ -126,9 +135,23 @@ def _verify_step(plan: lifecycle.TrialPlan, session: Session, roots: list[str],
                                 base_env=dict(plan.image.env), isolate_site=False)
         reading = verification.run(plan, vsession, command)
         assert reading is not None  # no prefix: the verifier always ran
-        return reading
     finally:
         vsession.stop()
+    if plan.keep_state is not None:
+        SavedState.keep(report, changed, plan.keep_state)
+    return reading
+
+
+def verify_saved(plan: lifecycle.TrialPlan, saved: SavedState) -> lifecycle.PhaseOutcome:
+    """Verify a kept final state of a multi-step task as its last step's verifier judged
+    the state it was kept from: that step's verifier folder, in a fresh session (every
+    step is verified fresh, whatever the task's isolation); as `lifecycle.verify_saved`."""
+    last = _step_task(plan.task, plan.task.steps[-1], plan.scratch / "last-step")
+    fm = last.frontmatter
+    fresh = fm.model_copy(update={"verifier": fm.verifier.model_copy(
+        update={"isolation": Isolation.FRESH})})
+    return lifecycle.verify_saved(
+        dataclasses.replace(plan, task=last.model_copy(update={"frontmatter": fresh})), saved)
 
 
 def _step_task(task: TaskPackage, step: Step, scratch: Path) -> TaskPackage:

@@ -124,7 +124,8 @@ class TrialRunner:
         """Run one trial (or return the journal's final result for its identity).
         `keep_state`: a host directory where the agent's final state is kept
         (`SavedState.load` reads it) when its phase ended well and the state was
-        fetched; one-step tasks only (a trial from the journal keeps nothing)."""
+        fetched (a multi-step task's: after its last step); a trial from the journal keeps
+        nothing."""
         return self._journaled(task, agent.name, seed, lambda tid: self._run(
             task, agent.name, tid, seed, agent_timeout, agent=agent, keep_state=keep_state))
 
@@ -187,10 +188,11 @@ class TrialRunner:
                 task=task, agent=agent, backend=self.backend, image=image, trial_id=tid,
                 seed=seed, agent_timeout=timeout, network=network, record=record,
                 scratch=scratch, timings=timings, pool=self.pool, trust=self.trust,
-                keep_state=None if task.steps else keep_state,
+                keep_state=keep_state,
             )
             if saved is not None:
-                phase = lifecycle.verify_saved(plan, saved)
+                phase = (multistep.verify_saved if task.steps else lifecycle.verify_saved)(
+                    plan, saved)
             else:  # issue 14: multi-step tasks run step by step on the same machinery
                 phase = (multistep.execute if task.steps else lifecycle.execute)(plan)
         except _NetworkRefused as exc:
