@@ -127,6 +127,23 @@ def test_copy_in_and_out_keep_symlinks_unfollowed(session: Session, tmp_path: Pa
     assert (tmp_path / "single.txt").read_text() == "payload"
 
 
+def test_empty_keeps_directories_and_never_follows_links(session: Session) -> None:
+    session.exec("mkdir -p /root/work/sub /tmp/outside && echo 1 > /root/work/a && "
+                 "echo 2 > /root/work/.hidden && echo 3 > /root/work/sub/b && "
+                 "echo 4 > /tmp/outside/precious && ln -s /tmp/outside /root/work/link && "
+                 "ln -s /tmp/outside /root/dirlink && echo 5 > /root/file")
+    session.empty(["/root/work", "/root/dirlink", "/root/file", "/root/missing"],
+                  make_dir="/logs/verifier/deep")
+    r = session.exec("ls -A /root/work; echo --; ls -A /root; echo --; cat /tmp/outside/precious;"
+                     " stat -c %a /logs/verifier/deep")
+    work, root, rest = r.stdout.split("--\n")
+    assert work == ""  # emptied, kept
+    assert "work" in root.split() and "dirlink" not in root.split() and "file" not in root.split()
+    assert rest.split() == ["4", "755"]  # the link's target untouched
+    session.exec("echo again > /root/work/new")  # the directory still works
+    assert session.exec("cat /root/work/new").stdout == "again\n"
+
+
 def test_copy_out_of_missing_path_is_an_error(session: Session, tmp_path: Path) -> None:
     with pytest.raises(SandboxError):
         session.copy_out("/root/does-not-exist", tmp_path / "x")

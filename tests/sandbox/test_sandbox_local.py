@@ -114,6 +114,11 @@ def test_host_is_read_only_and_hidden(local: LocalBackend, tmp_path: Path) -> No
         with pytest.raises(SandboxError):
             s.copy_in(tmp_path / "Dockerfile", "/root/etc-link/arena-planted")
         assert not Path("/etc/arena-planted").exists()
+        # emptying through a link into the host's read-only system paths is refused
+        s.exec("ln -s /usr /root/usr-link")
+        with pytest.raises(SandboxError):
+            s.empty(["/root/etc-link/ssl", "/root/usr-link/share"])
+        assert Path("/etc/ssl").is_dir() and any(Path("/usr/share").iterdir())
     finally:
         s.stop()
 

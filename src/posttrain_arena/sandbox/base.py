@@ -150,6 +150,14 @@ class Session(Protocol):
         TransferLimit when it exceeds `bounds` (then nothing is left at `dest`)."""
         ...
 
+    def empty(self, paths: list[str], *, make_dir: str | None = None) -> None:
+        """Empty each path of a session in which nothing runs yet (a pristine one, before
+        an agent's state is copied in): a directory's entries are removed and the
+        directory kept (it may be a mount point), anything else is removed; links are
+        removed, never followed; a missing path is fine. Then `make_dir` is created
+        (mode 0755, parents too) when given. SandboxError when it cannot."""
+        ...
+
     def kill_all(self) -> None:
         """End every process in the session except its anchor; used between phases."""
         ...

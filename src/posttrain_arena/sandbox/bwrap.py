@@ -57,7 +57,13 @@ def base_bwrap_args(
 
 
 def _etc_args() -> list[str]:
-    """bwrap arguments giving the sandbox only the allowed entries of the host's /etc."""
+    """bwrap arguments giving the sandbox only the allowed entries of the host's /etc
+    (listed again whenever /etc itself changes: an entry added, removed or renamed)."""
+    global _etc_cache
+    key = os.stat("/etc").st_mtime_ns
+    cached = _etc_cache
+    if cached is not None and cached[0] == key:
+        return list(cached[1])
     args = ["--dir", "/etc"]
     with os.scandir("/etc") as entries:
         for entry in sorted(entries, key=lambda e: e.name):
@@ -67,4 +73,9 @@ def _etc_args() -> list[str]:
                 args += ["--symlink", os.readlink(entry.path), f"/etc/{entry.name}"]
             else:
                 args += ["--ro-bind", entry.path, f"/etc/{entry.name}"]
+    _etc_cache = (key, tuple(args))
     return args
+
+
+_etc_cache: tuple[int, tuple[str, ...]] | None = None
+"""(mtime of /etc, its arguments): /etc is listed once, not for every command."""

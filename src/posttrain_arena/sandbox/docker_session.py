@@ -37,6 +37,7 @@ from posttrain_arena.sandbox.base import (
 )
 from posttrain_arena.sandbox.localfs import Budget, copy_tree
 from posttrain_arena.sandbox.process import OutputCapture
+from posttrain_arena.spec.trust import DEFAULT_PATH
 
 _KILL_MARKED = (
     'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; '
@@ -45,6 +46,11 @@ _KILL_MARKED = (
     'then kill -9 "$p" 2>/dev/null; fi; done; true'
 )
 
+_EMPTY = (
+    'for p in "$@"; do if [ -d "$p" ] && [ ! -L "$p" ]; then '
+    'find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + ; else rm -rf -- "$p"; fi; done'
+)
+"""Empties each path in place (a directory may be a mount point, so it is kept)."""
 
 TAR_OVERHEAD = 1536
 """Archive bytes per entry beyond its data (header and padding), for the byte bound."""
@@ -250,6 +256,18 @@ class DockerSession:
                            timeout=timeout, workdir="/", stdin=buf.getvalue())
         if result.exit_code != 0 or result.timed_out:
             self.copy_in(src, dest)
+
+    def empty(self, paths: list[str], *, make_dir: str | None = None) -> None:
+        """See Session.empty: one exec of the system's shell and find, as root."""
+        if not paths and make_dir is None:
+            return
+        script = _EMPTY + (f'; mkdir -p -m 0755 -- "{make_dir}"' if make_dir else "")
+        # the system's tools, never the image's PATH (which may lie in a state root)
+        result = self.exec(["/bin/sh", "-c", script, "empty", *paths], timeout=120,
+                           user="0", workdir="/", env={"PATH": DEFAULT_PATH})
+        if result.exit_code != 0 or result.timed_out:
+            raise SandboxError(f"cannot empty {', '.join(paths)} in session {self.id}: "
+                               f"{result.stderr[-300:]}")
 
     def copy_out(self, src: str, dest: Path, *, bounds: TransferBounds | None = None) -> None:
         """Copy a container path to `dest` on the host (the copy's own path). Links are

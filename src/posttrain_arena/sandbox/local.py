@@ -19,6 +19,7 @@ import pwd
 import queue
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -44,8 +45,8 @@ from posttrain_arena.sandbox.localfs import Budget, SandboxFS, copy_tree, normal
 
 __all__ = ["LocalBackend", "LocalSession", "base_bwrap_args", "bwrap_path", "sessions_dir"]
 from posttrain_arena.sandbox.process import run_with_deadline
+from posttrain_arena.spec.trust import DEFAULT_PATH
 
-BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SESSION_PREFIX = "arena-local-"
 OUTPUT_ROOT = "/logs"
 """A writable root of every session (not of builds): where a verifier's output goes."""
@@ -161,7 +162,7 @@ class LocalSession:
         if not argv:
             raise SandboxError("exec: empty command")
         cwd = normalize(workdir or self.image.workdir)
-        full_env = {"PATH": BASE_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb"}
+        full_env = {"PATH": DEFAULT_PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb"}
         full_env.update(self.image.env)
         full_env.update(env or {})
         args = [
@@ -188,7 +189,7 @@ class LocalSession:
             result = run_with_deadline(
                 self._limited(args),
                 timeout=timeout,
-                env={"PATH": BASE_PATH},
+                env={"PATH": DEFAULT_PATH},
                 on_output=on_output,
                 kill_extra=self.cgroup.kill if self.cgroup is not None else None,
                 register=self._register,
@@ -266,6 +267,31 @@ class LocalSession:
         except BaseException:
             _remove_quietly(Path(dest))
             raise
+
+    def empty(self, paths: list[str], *, make_dir: str | None = None) -> None:
+        """See Session.empty: done on the host, in the session's own files (no process
+        runs in the session, so nothing races it). Each path is resolved as the sandbox
+        sees it (a link the image planted in a parent stays inside the sandbox's view),
+        its last component never followed; entries are renamed into the session's trash
+        (one metadata operation each) and deleted with the session."""
+        if self._stopped or self._halted:
+            raise SandboxError(f"session {self.id} is {'stopped' if self._stopped else 'halted'}")
+        trash = self.state_dir / "emptied"
+        trash.mkdir(exist_ok=True)
+        for path in paths:
+            host = self.fs.host_path(normalize(path, self.image.workdir), write=True)
+            try:
+                info = os.lstat(host)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                for entry in os.listdir(host):
+                    os.rename(host / entry, trash / uuid.uuid4().hex)
+            else:
+                os.unlink(host)
+        if make_dir is not None:
+            target = self.fs.host_path(normalize(make_dir, self.image.workdir), write=True)
+            target.mkdir(mode=0o755, parents=True, exist_ok=True)
 
     # -- lifecycle --------------------------------------------------------------------
     def kill_all(self) -> None:

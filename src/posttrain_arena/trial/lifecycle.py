@@ -23,6 +23,7 @@ from posttrain_arena.agents.base import AgentContext, AgentRun
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.transcript import Message, Transcript
 from posttrain_arena.sandbox.base import Mount, SandboxError, Session, TransferLimit
+from posttrain_arena.spec.trust import DEFAULT_PATH
 from posttrain_arena.trial import onecall, shared, verification
 from posttrain_arena.trial.harness import HARNESS_DIR, harness_bundle
 from posttrain_arena.trial.plan import TrialPlan
@@ -42,7 +43,6 @@ from posttrain_arena.trial.state import (
 from posttrain_arena.trial.verification import Reading
 from posttrain_arena.trial.verifier import (
     LOGS_DIR,
-    PINNED_PATH,
     VerifierCommand,
     build_command,
 )
@@ -80,7 +80,7 @@ def _check_trust(plan: TrialPlan, roots: list[str], pristine: Session) -> None:
     if not known:
         reason = static_reason(plan.image, roots) if plan.fresh else None
         if reason is None:
-            path = None if plan.fresh else PINNED_PATH
+            path = None if plan.fresh else DEFAULT_PATH
             reason = probe_reason(pristine, plan.image, roots, path=path)
         plan.trust.put(plan.image, roots, reason)
     if reason is not None:

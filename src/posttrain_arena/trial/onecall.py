@@ -25,11 +25,12 @@ import contextlib
 from concurrent.futures import Executor, Future
 
 from posttrain_arena.sandbox.base import Session
+from posttrain_arena.spec.trust import DEFAULT_PATH
 from posttrain_arena.trial import verification
 from posttrain_arena.trial.plan import TrialPlan
 from posttrain_arena.trial.supervise import RESTORE_FAILED
 from posttrain_arena.trial.verification import Reading
-from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH, VerifierCommand
+from posttrain_arena.trial.verifier import LOGS_DIR, VerifierCommand
 
 MAX_STATE_BYTES = 64 << 20
 """Larger state goes the plain way (the archive is held in memory)."""
@@ -38,7 +39,7 @@ STATE_FAILED = RESTORE_FAILED
 """The exit status of the exec when the state could not be restored (the wrapper's
 and the supervisor's)."""
 
-_WRAP = "PATH=" + PINNED_PATH + r"""
+_WRAP = "PATH=" + DEFAULT_PATH + r"""
 logs=$1; n=$2; shift 2
 while [ "$n" -gt 0 ]; do
   p=$1; shift; n=$((n - 1))

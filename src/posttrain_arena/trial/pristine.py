@@ -18,8 +18,7 @@ from __future__ import annotations
 import threading
 
 from posttrain_arena.sandbox.base import ImageRef, Session
-from posttrain_arena.spec.trust import FIX, root_of, untrusted_entries
-from posttrain_arena.trial.verifier import PINNED_PATH
+from posttrain_arena.spec.trust import DEFAULT_PATH, FIX, root_of, untrusted_entries
 
 PROGRAMS = ("python3", "python", "bash", "sh", "env", "tar", "find", "pytest")
 
@@ -69,7 +68,7 @@ def probe_reason(session: Session, image: ImageRef, roots: list[str], *,
     verifier's PATH; why the programs it resolves are untrustworthy, or None."""
     result = session.exec(["/bin/sh", "-c", _PROBE, "arena-probe", *PROGRAMS], timeout=60,
                           user="root", workdir="/",
-                          env={"PATH": path or image.env.get("PATH") or PINNED_PATH})
+                          env={"PATH": path or image.env.get("PATH") or DEFAULT_PATH})
     found: list[str] = []
     for line in result.stdout.splitlines():
         kind, _, rest = line.partition("\t")

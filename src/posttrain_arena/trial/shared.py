@@ -26,11 +26,12 @@ from __future__ import annotations
 import secrets
 
 from posttrain_arena.sandbox.base import Session
+from posttrain_arena.spec.trust import DEFAULT_PATH
 from posttrain_arena.trial import verification
 from posttrain_arena.trial.harness import harness_bundle
 from posttrain_arena.trial.plan import HARNESS_CWD, TrialPlan
 from posttrain_arena.trial.verification import Reading
-from posttrain_arena.trial.verifier import LOGS_DIR, PINNED_PATH, build_command
+from posttrain_arena.trial.verifier import LOGS_DIR, build_command
 
 RUNTIME_PREFIXES = (
     "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/", "/bin/", "/sbin/",
@@ -73,7 +74,7 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
     prep = session.exec(["/bin/sh", "-c", _PREPARE, "sh", vroot, LOGS_DIR, plan.workdir,
                          *roots],
                         timeout=120, user="root", workdir=HARNESS_CWD,
-                        env={"PATH": PINNED_PATH})
+                        env={"PATH": DEFAULT_PATH})
     if prep.exit_code != 0:
         # The same session ran the agent a moment ago: if it cannot run this now, the
         # agent wrecked it. That is the agent's result, not an infrastructure failure.
@@ -89,7 +90,7 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
             dropped.append(value)
     if logs != LOGS_DIR:
         session.exec(["mkdir", "-p", "-m", "0755", logs], timeout=30, user="root",
-                     workdir=HARNESS_CWD, env={"PATH": PINNED_PATH})
+                     workdir=HARNESS_CWD, env={"PATH": DEFAULT_PATH})
     if dropped:
         plan.record.write_text("dropped_links.txt", "\n".join(dropped) + "\n")
     session.copy_in(plan.task.verifier_dir, f"{vroot}/verifier")

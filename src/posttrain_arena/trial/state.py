@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import MissingPath, SandboxError, Session, TransferBounds
-from posttrain_arena.spec.trust import DEFAULT_PATH, state_roots
+from posttrain_arena.spec.trust import state_roots
 from posttrain_arena.trial.hostfiles import read_regular, write_file
 
 __all__ = ["SavedState", "StateReport", "StateTooLarge", "clear_roots", "fetch_state",
@@ -99,23 +99,13 @@ class SavedState:
                    kbytes=int(data.get("kbytes", 0)))
 
 
-CLEAR_SCRIPT = (
-    'for p in "$@"; do if [ -d "$p" ] && [ ! -L "$p" ]; then '
-    'find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + ; else rm -rf -- "$p"; fi; done'
-)
-"""Empties each root in place (a root may be a mount point, so it is kept)."""
-
-
 def clear_roots(session: Session, roots: list[str], *, logs: str | None = None) -> None:
     """Empty the state roots of a pristine session before the agent's state arrives
     (and create an empty verifier output directory `logs`, when given)."""
-    script = CLEAR_SCRIPT + (f'; mkdir -p -m 0755 "{logs}"' if logs else "")
-    if roots or logs:
-        # the system's tools, never the image's PATH (which may lie in a state root)
-        result = session.exec(["/bin/sh", "-c", script, "sh", *roots], timeout=120,
-                              user="root", workdir="/", env={"PATH": DEFAULT_PATH})
-        if result.exit_code != 0:
-            raise SandboxError(f"cannot prepare the verifier's session: {result.stderr[-300:]}")
+    try:
+        session.empty(roots, make_dir=logs)
+    except (SandboxError, OSError) as exc:
+        raise SandboxError(f"cannot prepare the verifier's session: {exc}") from exc
 
 
 def fetch_state(agent: Session, roots: list[str], scratch: Path, *,

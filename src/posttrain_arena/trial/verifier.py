@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain_arena.spec.package import VerifierKind
+from posttrain_arena.spec.trust import DEFAULT_PATH
 from posttrain_arena.trial.hostfiles import NotRegular, read_regular, write_file
 from posttrain_arena.trial.result import TestDetail
 
 LOGS_DIR = "/logs/verifier"
 """Where the verifier writes its reward inside its session."""
 
-PINNED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 _PYTEST_EXIT = {
     2: "pytest was interrupted",
@@ -76,9 +76,9 @@ def build_command(
     pyflags = ["python3", "-I", "-B", *(["-S"] if isolate_site else []),
                *(["-X", f"pycache_prefix={pycache_prefix}"] if pycache_prefix else [])]
     env = {k: v for k, v in (base_env or {}).items() if not k.startswith(("PYTHON", "BASH"))}
-    env.setdefault("PATH", PINNED_PATH)
+    env.setdefault("PATH", DEFAULT_PATH)
     if base_env is None:
-        env["PATH"] = PINNED_PATH
+        env["PATH"] = DEFAULT_PATH
     env.setdefault("HOME", "/root")
     env.setdefault("LANG", "C.UTF-8")
     ctrf = f"{logs_dir}/ctrf.json"
@@ -125,7 +125,7 @@ def supervised_argv(command: VerifierCommand, *, untar: str | None = None) -> li
     every process the verifier starts ends before the supervisor exits, and one that
     outlives its parent is recorded in its status file. `untar`: the supervisor first
     restores a tar from its stdin under that directory (see supervise.py)."""
-    return ["/usr/bin/env", "-i", f"PATH={PINNED_PATH}", "python3", "-I", "-S", "-B",
+    return ["/usr/bin/env", "-i", f"PATH={DEFAULT_PATH}", "python3", "-I", "-S", "-B",
             f"{command.harness_dir}/supervise.py", command.logs_dir,
             *(["--untar", untar] if untar is not None else []), "--",
             *env_argv(command)]
