@@ -3,12 +3,18 @@ namespaces and capabilities (see local.py for the session around them)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
+import stat
+import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import SESSION_CAPABILITIES, Mount, PrerequisiteError
-from posttrain_arena.sandbox.localfs import SYSTEM_RO, SandboxFS, etc_allowed
+from posttrain_arena.sandbox.localfs import SYSTEM_RO, SandboxFS, etc_allowed, sessions_dir
 
 
 def bwrap_path() -> str:
@@ -56,26 +62,137 @@ def base_bwrap_args(
     return args
 
 
+ETC_VIEW_PREFIX = "etc-view-"
+"""Directories under sessions_dir() holding a sandbox's /etc as hard links (see
+_etc_args); the reaper removes old ones."""
+
+ETC_RECHECK_SEC = 1.0
+"""How often /etc is looked at again for a change (its directories' mtimes)."""
+
+
+@dataclass
+class _EtcArgs:
+    key: str
+    args: tuple[str, ...]
+    checked: float
+
+
+_etc_cache: _EtcArgs | None = None
+
+
 def _etc_args() -> list[str]:
-    """bwrap arguments giving the sandbox only the allowed entries of the host's /etc
-    (listed again whenever /etc itself changes: an entry added, removed or renamed)."""
+    """bwrap arguments giving the sandbox only the allowed entries of the host's /etc.
+
+    One bind of a view directory (sessions_dir()/etc-view-KEY) that holds the allowed
+    entries as hard links to the host's files (so an edit in place shows at once),
+    their links and directories recreated: one mount instead of one per entry, whose
+    set-up and tear-down is most of a bwrap start's wall time. An entry that cannot be
+    linked (another file system, a file bound into a container) is bound over its
+    placeholder in the view. KEY is the mtimes of /etc and of every allowed directory
+    under it, looked at again at most once a second, so a file added, removed or
+    replaced there makes a new view. Without a usable view, one bind per entry."""
     global _etc_cache
-    key = os.stat("/etc").st_mtime_ns
+    now = time.monotonic()
     cached = _etc_cache
-    if cached is not None and cached[0] == key:
-        return list(cached[1])
-    args = ["--dir", "/etc"]
-    with os.scandir("/etc") as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            if not etc_allowed(entry.name):
-                continue
-            if entry.is_symlink():
-                args += ["--symlink", os.readlink(entry.path), f"/etc/{entry.name}"]
-            else:
-                args += ["--ro-bind", entry.path, f"/etc/{entry.name}"]
-    _etc_cache = (key, tuple(args))
+    if cached is not None and now - cached.checked < ETC_RECHECK_SEC:
+        return list(cached.args)
+    names = _etc_entries()
+    key = _etc_key(names)
+    if cached is not None and cached.key == key:
+        cached.checked = now
+        return list(cached.args)
+    args = _view_args(names, key) or _bind_args(names)
+    _etc_cache = _EtcArgs(key, tuple(args), now)
     return args
 
 
-_etc_cache: tuple[int, tuple[str, ...]] | None = None
-"""(mtime of /etc, its arguments): /etc is listed once, not for every command."""
+def _etc_entries(etc: str = "/etc") -> list[str]:
+    with os.scandir(etc) as entries:
+        return sorted(e.name for e in entries if etc_allowed(e.name))
+
+
+def _etc_key(names: list[str], etc: str = "/etc") -> str:
+    digest = hashlib.sha256(str(os.stat(etc).st_mtime_ns).encode())
+    for name in names:
+        top = f"{etc}/{name}"
+        if os.path.islink(top) or not os.path.isdir(top):
+            digest.update(f"{name}:{os.lstat(top).st_ino}".encode())
+            continue
+        for dirpath, _dirs, _files in os.walk(top):  # never descends through a link
+            digest.update(f"{dirpath}:{os.lstat(dirpath).st_mtime_ns}".encode())
+    return digest.hexdigest()[:20]
+
+
+def _bind_args(names: list[str]) -> list[str]:
+    args = ["--dir", "/etc"]
+    for name in names:
+        path = f"/etc/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        else:
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _view_args(names: list[str], key: str) -> list[str] | None:
+    """Arguments binding the view for `key` (built when missing), or None."""
+    view = sessions_dir() / f"{ETC_VIEW_PREFIX}{key}"
+    listing = view.with_name(view.name + ".unlinked")  # beside it: the sandbox sees the view
+    if not view.is_dir():
+        tmp = view.with_name(f".{view.name}-{uuid.uuid4().hex[:8]}")
+        try:
+            unlinked = _build_view(names, tmp)
+            tmp_listing = tmp.with_name(tmp.name + ".unlinked")
+            tmp_listing.write_text("".join(f"{n}\n" for n in unlinked))
+            os.replace(tmp_listing, listing)  # before the view: a view never lacks it
+            os.rename(tmp, view)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not view.is_dir():  # another process's build may have won the race
+                return None
+    try:
+        unlinked = listing.read_text().split()
+    except OSError:
+        return None
+    args = ["--ro-bind", str(view), "/etc"]
+    for name in unlinked:
+        args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
+def _build_view(names: list[str], dest: Path, etc: str = "/etc") -> list[str]:
+    """Fill `dest` with the allowed entries; the names that could not be linked (left
+    as empty placeholders of the same kind, for a bind over them)."""
+    dest.mkdir(mode=0o755)
+    unlinked: list[str] = []
+    for name in names:
+        src = f"{etc}/{name}"
+        try:
+            _mirror(src, dest / name)
+        except OSError:
+            shutil.rmtree(dest / name, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(dest / name)
+            if os.path.isdir(src):
+                (dest / name).mkdir()
+            else:
+                (dest / name).touch()
+            unlinked.append(name)
+    return unlinked
+
+
+def _mirror(src: str, dst: Path) -> None:
+    """Hard-link a file, recreate a link, recreate a directory and recurse; other kinds
+    (devices, sockets, fifos) are left out."""
+    info = os.lstat(src)
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(src), dst)
+    elif stat.S_ISREG(info.st_mode):
+        os.link(src, dst, follow_symlinks=False)
+    elif stat.S_ISDIR(info.st_mode):
+        os.mkdir(dst)
+        with os.scandir(src) as entries:
+            for entry in entries:
+                _mirror(entry.path, dst / entry.name)
+        os.chmod(dst, stat.S_IMODE(info.st_mode))
+        os.chown(dst, info.st_uid, info.st_gid)

@@ -41,7 +41,13 @@ from posttrain_arena.sandbox.base import (
 )
 from posttrain_arena.sandbox.bwrap import base_bwrap_args, bwrap_path
 from posttrain_arena.sandbox.cgroups import SessionCgroup
-from posttrain_arena.sandbox.localfs import Budget, SandboxFS, copy_tree, normalize
+from posttrain_arena.sandbox.localfs import (
+    Budget,
+    SandboxFS,
+    copy_tree,
+    normalize,
+    sessions_dir,
+)
 
 __all__ = ["LocalBackend", "LocalSession", "base_bwrap_args", "bwrap_path", "sessions_dir"]
 from posttrain_arena.sandbox.process import run_with_deadline
@@ -50,14 +56,6 @@ from posttrain_arena.spec.trust import DEFAULT_PATH
 SESSION_PREFIX = "arena-local-"
 OUTPUT_ROOT = "/logs"
 """A writable root of every session (not of builds): where a verifier's output goes."""
-
-
-def sessions_dir() -> Path:
-    """Where session state directories live ($ARENA_LOCAL_SESSIONS or the temp dir)."""
-    base = os.environ.get("ARENA_LOCAL_SESSIONS") or tempfile.gettempdir()
-    path = Path(base) / "posttrain-arena-sessions"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 TRASH_PREFIX = ".trash-"

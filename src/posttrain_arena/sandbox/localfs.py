@@ -16,6 +16,7 @@ import os
 import posixpath
 import shutil
 import stat
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +37,16 @@ ETC_ALLOWED = (
 programs need to run (users, name service, the loader, shell start-up, TLS roots,
 interpreter configuration). Everything else (shadow files, sudoers, ssh keys, the
 machine id, the engine's and services' configuration) is absent."""
+
+
+def sessions_dir() -> Path:
+    """Where session state directories live ($ARENA_LOCAL_SESSIONS or the temp dir)."""
+    base = os.environ.get("ARENA_LOCAL_SESSIONS") or tempfile.gettempdir()
+    path = Path(base) / "posttrain-arena-sessions"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 DEFAULT_ROOTS = (
     "/root",
     "/tmp",

@@ -82,12 +82,21 @@ def reap_docker(
 def reap_local(max_age_sec: float) -> tuple[list[str], int]:
     """Delete local session directories (and stale cgroups) whose owner died or that are
     older than max_age_sec; returns (session names, cgroups removed)."""
+    from posttrain_arena.sandbox.bwrap import ETC_VIEW_PREFIX
     from posttrain_arena.sandbox.cgroups import reap_stale
     from posttrain_arena.sandbox.docker import pid_namespace
     from posttrain_arena.sandbox.local import SESSION_PREFIX, TRASH_PREFIX, sessions_dir
 
     removed: list[str] = []
     now = time.time()
+    views = sorted((d for d in sessions_dir().iterdir()
+                    if d.name.startswith(ETC_VIEW_PREFIX) and d.is_dir()),
+                   key=lambda d: d.stat().st_mtime)
+    for d in views[:-1]:  # the newest is the one in use; older ones once no session can be
+        if now - d.stat().st_mtime > max_age_sec:
+            shutil.rmtree(d, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(d.with_name(d.name + ".unlinked"))
     for d in sessions_dir().iterdir():
         if d.name.startswith(TRASH_PREFIX) and now - d.stat().st_mtime > 60:
             shutil.rmtree(d, ignore_errors=True)  # a process ended before emptying its trash

@@ -1,0 +1,79 @@
+"""The local sandbox's /etc: one bind of a view of hard links, never more than allowed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from posttrain_arena.sandbox import Limits, get_backend
+from posttrain_arena.sandbox.bwrap import _build_view, _etc_args, _etc_entries, _etc_key
+from posttrain_arena.sandbox.localfs import etc_allowed
+
+from .conftest import write_context
+
+
+def _fake_etc(root: Path) -> Path:
+    etc = root / "etc"
+    (etc / "ssl" / "certs").mkdir(parents=True)
+    (etc / "passwd").write_text("root:x:0:0::/root:/bin/bash\n")
+    (etc / "shadow").write_text("root:secret\n")  # not allowed: never in the view
+    (etc / "ssl" / "certs" / "ca.pem").write_text("CA\n")
+    (etc / "ssl" / "private").mkdir(mode=0o700)
+    os.chmod(etc / "ssl" / "private", 0o700)
+    os.symlink("/proc/self/mounts", etc / "mtab")
+    return etc
+
+
+def test_the_view_links_allowed_entries_and_keeps_modes(tmp_path: Path) -> None:
+    etc = _fake_etc(tmp_path)
+    names = _etc_entries(str(etc))
+    assert names == ["mtab", "passwd", "ssl"] and not etc_allowed("shadow")
+    view = tmp_path / "view"
+    assert _build_view(names, view, str(etc)) == []
+    assert sorted(os.listdir(view)) == names
+    assert os.stat(view / "passwd").st_ino == os.stat(etc / "passwd").st_ino  # a hard link
+    assert os.readlink(view / "mtab") == "/proc/self/mounts"
+    assert (view / "ssl" / "certs" / "ca.pem").read_text() == "CA\n"
+    assert oct(os.stat(view / "ssl" / "private").st_mode & 0o777) == oct(0o700)
+    (etc / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")  # an edit in place shows
+    assert (view / "passwd").read_text().endswith("/bin/sh\n")
+
+
+def test_the_key_changes_when_an_entry_is_added_removed_or_replaced(tmp_path: Path) -> None:
+    etc = _fake_etc(tmp_path)
+    keys = [_etc_key(_etc_entries(str(etc)), str(etc))]
+    (etc / "passwd").write_text("edited in place\n")
+    assert _etc_key(_etc_entries(str(etc)), str(etc)) == keys[0]  # the view still holds it
+    (etc / "ssl" / "certs" / "new.pem").write_text("new\n")  # added deep down
+    keys.append(_etc_key(_etc_entries(str(etc)), str(etc)))
+    new = etc / "passwd.new"
+    new.write_text("replaced\n")
+    os.replace(new, etc / "passwd")  # replaced by rename: a new inode
+    keys.append(_etc_key(_etc_entries(str(etc)), str(etc)))
+    (etc / "hosts").write_text("127.0.0.1 localhost\n")  # a new allowed entry
+    keys.append(_etc_key(_etc_entries(str(etc)), str(etc)))
+    assert len(set(keys)) == len(keys), keys
+
+
+@pytest.mark.bwrap
+def test_the_sandbox_sees_the_hosts_allowed_etc_and_cannot_write_it(tmp_path: Path,
+                                                                    _cache_dir: Path) -> None:
+    args = _etc_args()
+    assert args.count("/etc") == 1 or "--dir" in args  # one bind (or the fallback)
+    backend = get_backend("local")
+    ref = backend.build(write_context(tmp_path, "FROM x\n"), timeout=60)
+    s = backend.start(ref, limits=Limits())
+    try:
+        listing = s.exec(["ls", "-A", "/etc"]).stdout.split()
+        assert sorted(listing) == _etc_entries()
+        assert s.exec(["cat", "/etc/passwd"]).stdout == Path("/etc/passwd").read_text()
+        assert s.exec(["test", "-e", "/etc/shadow"]).exit_code != 0
+        r = s.exec("touch /etc/arena-x; touch /etc/passwd; echo >> /etc/passwd; echo rc=$?")
+        assert "rc=0" not in r.stdout and not Path("/etc/arena-x").exists()
+        user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout
+        assert s.exec(["id", "-un"]).stdout == user  # the name service works inside
+    finally:
+        s.stop()
