@@ -215,3 +215,17 @@ def test_a_trial_that_ends_before_verification_leaves_no_session(
         left = docker.from_env().containers.list(
             all=True, filters={"label": f"posttrain-arena.trial={result.trial_id}"})
         assert left == [], [c.name for c in left]
+
+
+@pytest.mark.docker
+def test_the_oracle_runs_in_an_image_without_tar(runner_factory: Factory,
+                                                 tmp_path: Path) -> None:
+    # docker brings the oracle in with the command's own exec, through the image's tar;
+    # without one it falls back to the engine's copy, and the trial is the same
+    from .taskkit import BASE
+
+    task = make_task(tmp_path / "task", dockerfile=(
+        f"FROM {BASE}\nRUN rm -f /bin/tar /usr/bin/tar\nWORKDIR /root\n"
+        "COPY input.txt /root/input.txt\n"))
+    oracle = runner_factory("docker").run(task, OracleAgent())
+    assert oracle.outcome is Outcome.SCORED and oracle.reward == 1.0, oracle.reason

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
+import tempfile
 from pathlib import Path
 
-from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
+from posttrain_arena.agents.base import AgentContext, AgentRun, Shell, ShellResult
 from posttrain_arena.agents.transcript import Message, Transcript
 
 
@@ -18,26 +20,19 @@ def run_script(
     random path (or `dest_dir`), run it with bash in the workspace until the deadline,
     then delete it."""
     target = dest_dir or f"/tmp/.arena-{secrets.token_hex(8)}"
-    if source.is_dir():
+    with tempfile.TemporaryDirectory(prefix="arena-script-") as tree:
+        if not source.is_dir():  # a lone script travels in a directory of its own
+            shutil.copy2(source, Path(tree) / script_name)
+            source = Path(tree)
         try:
-            shell.copy_in(source, target)
+            result = _copy_and_run(shell, source, target, script_name, cleanup)
         except Exception:
             if dest_dir is None:
                 raise
             # e.g. the local backend cannot write /oracle: fall back to a random path
             target = f"/tmp/.arena-{secrets.token_hex(8)}"
-            shell.copy_in(source, target)
-        script = f"{target}/{script_name}"
-    else:
-        shell.exec(f"mkdir -p {target}", timeout=30)
-        shell.copy_in(source, f"{target}/{script_name}")
-        script = f"{target}/{script_name}"
-    command = f"bash {script}"
-    env = {"BENCHFLOW_WORKSPACE": shell.workdir, "ARENA_SCRIPT_DIR": target}
-    # One exec runs the script and removes it (the deletion must happen even when the
-    # script fails; a timeout kills both, and the session is discarded then anyway).
-    run = f"{command}; rc=$?; rm -rf {target}; exit $rc" if cleanup else command
-    result = shell.exec(run, env=env)
+            result = _copy_and_run(shell, source, target, script_name, cleanup)
+    command = f"bash {target}/{script_name}"
     call = {"id": "call-0", "type": "function",
             "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
     output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
@@ -49,3 +44,14 @@ def run_script(
     ])
     info = {"commands": 1, "exit_code": result.exit_code, "timed_out": result.timed_out}
     return AgentRun(transcript=transcript, info=info)
+
+
+def _copy_and_run(shell: Shell, source: Path, target: str, script_name: str,
+                  cleanup: bool) -> ShellResult:
+    """One step copies `source` to `target` and runs the script there with bash, then
+    removes it (the deletion must happen even when the script fails; a timeout kills
+    both, and the session is discarded then anyway)."""
+    command = f"bash {target}/{script_name}"
+    run = f"{command}; rc=$?; rm -rf {target}; exit $rc" if cleanup else command
+    env = {"BENCHFLOW_WORKSPACE": shell.workdir, "ARENA_SCRIPT_DIR": target}
+    return shell.run_with(source, target, run, env=env)

@@ -32,6 +32,13 @@ class Shell(Protocol):
 
     def copy_in(self, src: Path, dest: str) -> None: ...
 
+    def run_with(
+        self, src: Path, dest: str, command: str, *, env: Mapping[str, str] | None = None
+    ) -> ShellResult:
+        """copy_in(src, dest), then exec(command): in one step where the session allows
+        (one round trip instead of two), else as those two calls."""
+        ...
+
 
 @dataclass(frozen=True)
 class AgentContext:

@@ -180,7 +180,8 @@ def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
     t0 = time.monotonic()
     deadline = t0 + plan.agent_timeout
     shell = SessionShell(session, plan.workdir, deadline,
-                         env={"BENCHFLOW_WORKSPACE": plan.workdir})
+                         env={"BENCHFLOW_WORKSPACE": plan.workdir},
+                         host_copies=plan.backend.host_copies)
     ctx = AgentContext(
         task_name=task.name, prompt=task.prompt, deadline=deadline, seed=plan.seed,
         oracle_dir=task.oracle_dir if isinstance(agent, OracleAgent) else None,

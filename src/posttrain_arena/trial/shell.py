@@ -8,6 +8,11 @@ that outlived its deadline can no longer touch the session.
 
 from __future__ import annotations
 
+import io
+import posixpath
+import secrets
+import shlex
+import tarfile
 import threading
 import time
 from collections.abc import Mapping
@@ -29,9 +34,12 @@ class SessionShell:
     """A `Shell` over a sandbox session, bounded by the agent phase's deadline."""
 
     def __init__(self, session: Session, workdir: str, deadline: float,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, *, host_copies: bool = False) -> None:
         self.workdir = workdir
         self._session = session
+        self._host_copies = host_copies
+        """Whether copy_in is a plain host copy (the backend's `host_copies`): then
+        run_with copies first; else it brings the files in with the command's exec."""
         self._deadline = deadline
         self._env = dict(env or {})
         self._lock = threading.Lock()
@@ -46,7 +54,8 @@ class SessionShell:
         return max(0.0, self._deadline - time.monotonic())
 
     def exec(
-        self, command: str, *, timeout: float | None = None, env: Mapping[str, str] | None = None
+        self, command: str, *, timeout: float | None = None, env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
     ) -> ShellResult:
         """Run a shell command in the workspace; the deadline caps its timeout."""
         with self._lock:
@@ -62,7 +71,7 @@ class SessionShell:
         try:
             result = self._session.exec(
                 command, timeout=capped, env={**self._env, **(env or {})},
-                workdir=self.workdir)
+                workdir=self.workdir, stdin=stdin)
         except SandboxError as exc:
             # The session no longer runs commands (its PID 1 killed, its workdir gone):
             # the agent sees that as any failed command and may go on; the phase decides
@@ -83,6 +92,30 @@ class SessionShell:
         # into the agent's own session, its own tools may do it (docker: one exec
         # instead of the engine's slower archive upload)
         self._session.copy_in(src, dest, own_tools=True)
+
+    def run_with(
+        self, src: Path, dest: str, command: str, *, env: Mapping[str, str] | None = None
+    ) -> ShellResult:
+        """copy_in then exec; where copies are engine round trips, one exec instead: the
+        session's own tar unpacks `src` (sent on its stdin) at `dest`, then the command
+        runs with its stdin at end of file. When that tar cannot (none in the image, a
+        path it may not write), the two calls, as for any other session."""
+        if self._host_copies:
+            self.copy_in(src, dest)
+            return self.exec(command, env=env)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(str(src), arcname=posixpath.basename(dest.rstrip("/")) or ".")
+        marker = f"posttrain-arena-unpack-failed-{secrets.token_hex(8)}"
+        parent = posixpath.dirname(posixpath.normpath(posixpath.join(self.workdir, dest)))
+        unpack = (f"mkdir -p -- {shlex.quote(parent)} && "
+                  f"tar --numeric-owner -xpf - -C {shlex.quote(parent)} 2>/dev/null "
+                  f"|| {{ echo {marker} >&2; exit 86; }}; exec </dev/null; ")
+        result = self.exec(unpack + command, env=env, stdin=buf.getvalue())
+        if result.exit_code == 86 and marker in result.stderr and not result.timed_out:
+            self.copy_in(src, dest)
+            return self.exec(command, env=env)
+        return result
 
     def close(self) -> None:
         """End the agent's access to the session."""
