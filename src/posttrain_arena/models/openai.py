@@ -13,10 +13,12 @@ raises ProviderError, which the agent reports as an infrastructure error.
 form `{"type": "function", "function": {"name": ...}}`, with that tool marked
 `strict: true` in the request, because vLLM (0.32, `--tool-strict-level auto`) pins the
 arguments to a tool's JSON schema only for strict tools and otherwise lets any JSON
-value through. A forced call is what the server made the model write, not what it would
-have chosen, and its tokens need not be what the chat template renders for it (the
-episode's token view is then flagged, not trained on): use it to evaluate a model that
-cannot call tools on its own or to exercise the tool path.
+value through (a provider with strict-schema rules of its own, as OpenAI's, which wants
+`additionalProperties: false`, may refuse such a tool: a ProviderError that says so).
+A forced call is what the server made the model write, not what it would have chosen,
+and its tokens need not be what the chat template renders for it (the episode's token
+view is then flagged, not trained on): use it to evaluate a model that cannot call
+tools on its own or to exercise the tool path.
 """
 
 from __future__ import annotations
