@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from posttrain_arena.agents.model import TOOLS
-from posttrain_arena.models import ProviderError, SamplingParams, load_model
+from posttrain_arena.models import ModelError, ProviderError, SamplingParams, load_model
 from posttrain_arena.models.openai import OpenAIChatModel
 
 
@@ -112,6 +112,34 @@ def test_tool_calls_token_ids_and_logprobs(server: FakeServer) -> None:
     assert sent["tools"] == TOOLS and sent["seed"] == 4 and sent["temperature"] == 0.5
     assert server.headers[0]["Authorization"] == "Bearer sk-test"
     assert resp.message()["tool_calls"][0]["function"]["name"] == "bash"
+
+
+def test_tool_choice_is_sent_in_its_wire_form(server: FakeServer) -> None:
+    """A tool's name forces that tool (the named form); a mode is sent as is; a request
+    without tools carries no tool_choice (servers reject one without tools)."""
+    _client(server, tool_choice="bash").chat(MESSAGES, tools=TOOLS)
+    sent = server.requests[-1]
+    assert sent["tool_choice"] == {"type": "function", "function": {"name": "bash"}}
+    # The forced tool's arguments are pinned to its schema; the other tools are as given.
+    assert [t["function"].get("strict") for t in sent["tools"]] == [True, None]
+    assert [{**t, "function": {k: v for k, v in t["function"].items() if k != "strict"}}
+            for t in sent["tools"]] == TOOLS
+    assert "strict" not in TOOLS[0]["function"]  # the caller's tools are not changed
+    _client(server, tool_choice="required").chat(MESSAGES, tools=TOOLS)
+    assert server.requests[-1]["tool_choice"] == "required"
+    assert server.requests[-1]["tools"] == TOOLS
+    _client(server, tool_choice="bash").chat(MESSAGES)
+    assert "tool_choice" not in server.requests[-1]
+    _client(server).chat(MESSAGES, tools=TOOLS)
+    assert "tool_choice" not in server.requests[-1]
+
+
+def test_tool_choice_naming_no_tool_is_refused(server: FakeServer) -> None:
+    with pytest.raises(ModelError, match=r"'python' names no tool.*bash, submit"):
+        _client(server, tool_choice="python").chat(MESSAGES, tools=TOOLS)
+    assert server.requests == []  # refused before anything was sent
+    with pytest.raises(ModelError, match="empty"):
+        _client(server, tool_choice=" ")
 
 
 def test_transient_errors_are_retried(server: FakeServer) -> None:

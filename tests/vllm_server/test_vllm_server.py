@@ -8,13 +8,16 @@ installs vLLM's own environment with scripts/vllm-env.sh and runs them.
 
 from __future__ import annotations
 
+import copy
+import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from posttrain_arena.agents.model import TOOLS, initial_messages
+from posttrain_arena.agents.model import BASH_TOOL, SUBMIT_TOOL, TOOLS, initial_messages
 from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
 from posttrain_arena.models.base import SamplingParams
 from posttrain_arena.models.openai import OpenAIChatModel
@@ -88,3 +91,59 @@ def test_greedy_turns_agree_with_the_in_process_model(local: TransformersChatMod
     mine = local.chat(msgs, tools=TOOLS, sampling=GREEDY)
     assert served.completion_token_ids == mine.completion_token_ids
     assert served.raw_text == mine.raw_text or served.content == mine.content
+
+
+def _bounded_bash(max_length: int) -> dict[str, object]:
+    """The agent's bash tool with its command bounded to a few plain characters. A random
+    model never ends a string on its own (the bound is where the grammar closes it), and
+    left free it writes `</tool_call>` into the string, where vLLM's Hermes parser, which
+    cuts at the first end tag, loses the call (measured: the reply came back as text)."""
+    tool = copy.deepcopy(BASH_TOOL)
+    command = tool["function"]["parameters"]["properties"]["command"]
+    command["maxLength"] = max_length
+    command["pattern"] = f"^[a-z0-9 ._-]{{1,{max_length}}}$"
+    return tool
+
+
+def _follows(arguments: dict[str, object], schema: dict[str, object]) -> list[str]:
+    """What in `arguments` breaks the (flat, string-valued) object `schema`."""
+    props = schema.get("properties") or {}
+    assert isinstance(props, dict)
+    errors = [f"missing {k}" for k in schema.get("required") or [] if k not in arguments]
+    for key, value in arguments.items():
+        spec = props.get(key)
+        if spec is None:
+            errors.append(f"unexpected {key}")
+        elif spec.get("type") == "string" and not isinstance(value, str):
+            errors.append(f"{key} is {type(value).__name__}, not a string")
+        elif "maxLength" in spec and len(str(value)) > spec["maxLength"]:
+            errors.append(f"{key} longer than {spec['maxLength']}")
+        elif "pattern" in spec and not re.fullmatch(spec["pattern"], str(value)):
+            errors.append(f"{key} does not match {spec['pattern']}")
+    return errors
+
+
+def test_a_forced_tool_call_parses_into_a_tool_call(server: VllmServer) -> None:
+    """tool_choice naming a tool: the reply is a call of that tool whose arguments follow
+    its schema, parsed into the project's ToolCall, for several sampled seeds (the random
+    model would otherwise write no call at all)."""
+    bash = _bounded_bash(24)
+    tools = [bash, SUBMIT_TOOL]
+    forced = {name: OpenAIChatModel(server.model_name, base_url=server.base_url,
+                                    api_key="none", tool_choice=name)
+              for name in ("bash", "submit")}
+    try:
+        for seed in range(3):
+            sampling = SamplingParams(temperature=1.0, max_new_tokens=200, seed=seed)
+            response = forced["bash"].chat(_messages(), tools=tools, sampling=sampling)
+            assert [c.name for c in response.tool_calls] == ["bash"], response
+            call = response.tool_calls[0]
+            assert call.raw_arguments is None, call  # valid JSON, decoded
+            assert not _follows(call.arguments, bash["function"]["parameters"]), call
+            assert json.loads(call.to_openai()["function"]["arguments"]) == call.arguments
+            assert response.has_tokens
+            response = forced["submit"].chat(_messages(), tools=tools, sampling=sampling)
+            assert [(c.name, c.arguments) for c in response.tool_calls] == [("submit", {})]
+    finally:
+        for client in forced.values():
+            client.close()

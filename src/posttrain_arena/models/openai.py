@@ -7,6 +7,18 @@ back exact prompt and completion ids; a server that rejects those options is ask
 without them, once, and the client remembers. Transient failures (429, 5xx, connection
 errors, timeouts) are retried with exponential backoff; when they persist the client
 raises ProviderError, which the agent reports as an infrastructure error.
+
+`tool_choice` is sent with every request that declares tools: "auto", "required",
+"none", or the name of one tool, which forces a call of that tool: sent in the named
+form `{"type": "function", "function": {"name": ...}}`, with that tool marked
+`strict: true` in the request, because vLLM (0.32, `--tool-strict-level auto`) pins the
+arguments to a tool's JSON schema only for strict tools and otherwise lets any JSON
+value through (a provider with strict-schema rules of its own, as OpenAI's, which wants
+`additionalProperties: false`, may refuse such a tool: a ProviderError that says so).
+A forced call is what the server made the model write, not what it would have chosen,
+and its tokens need not be what the chat template renders for it (the episode's token
+view is then flagged, not trained on): use it to evaluate a model that cannot call
+tools on its own or to exercise the tool path.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ import httpx
 
 from posttrain_arena.models.base import (
     ChatResponse,
+    ModelError,
     ProviderError,
     SamplingParams,
     ToolCall,
@@ -31,6 +44,7 @@ from posttrain_arena.models.toolcalls import decode_arguments
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _VLLM_OPTIONS = {"return_tokens_as_token_ids": True, "return_token_ids": True}
+TOOL_CHOICE_MODES = ("auto", "required", "none")
 
 
 class OpenAIChatModel:
@@ -47,9 +61,15 @@ class OpenAIChatModel:
         backoff_sec: float = 0.5,
         max_backoff_sec: float = 20.0,
         timeout_sec: float = 600.0,
+        tool_choice: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`tool_choice`: None leaves it to the server (auto where tools are given);
+        one of TOOL_CHOICE_MODES, or a tool's name to force a call of that tool."""
+        if tool_choice is not None and not tool_choice.strip():
+            raise ModelError("tool_choice is empty; give auto, required, none or a tool name")
         self.model = model
+        self.tool_choice = tool_choice
         self.name = f"openai:{model}"
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         self.base_url = self.base_url.rstrip("/")
@@ -88,6 +108,11 @@ class OpenAIChatModel:
         }
         if tools:
             body["tools"] = list(tools)
+            if self.tool_choice is not None:
+                body["tool_choice"] = _tool_choice(self.tool_choice, tools)
+                if isinstance(body["tool_choice"], dict):
+                    body["tools"] = [_strict(t) if _tool_name(t) == self.tool_choice else t
+                                     for t in tools]
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         if self._token_ids:
@@ -147,6 +172,28 @@ def _seconds(value: str | None) -> float:
         return max(0.0, float(value)) if value else 0.0
     except ValueError:
         return 0.0  # an HTTP date: fall back to our own backoff
+
+
+def _tool_choice(choice: str, tools: Sequence[dict[str, Any]]) -> str | dict[str, Any]:
+    """The wire form of `choice` for these tools (ModelError for a name none of them has)."""
+    if choice in TOOL_CHOICE_MODES:
+        return choice
+    names = [_tool_name(t) for t in tools]
+    if choice not in names:
+        raise ModelError(f"tool_choice {choice!r} names no tool of the request (tools: "
+                         f"{', '.join(names)}); give one of them or {', '.join(TOOL_CHOICE_MODES)}")
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _tool_name(tool: dict[str, Any]) -> str:
+    return str((tool.get("function") or {}).get("name"))
+
+
+def _strict(tool: dict[str, Any]) -> dict[str, Any]:
+    """The tool with its arguments pinned to its schema (`strict`), unless it says."""
+    function = dict(tool.get("function") or {})
+    function.setdefault("strict", True)
+    return {**tool, "function": function}
 
 
 def _rejects_options(text: str) -> bool:

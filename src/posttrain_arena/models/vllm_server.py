@@ -10,6 +10,11 @@ script of the CPU wheel cannot find its own distribution), with Hermes tool-call
 parsing (the `<tool_call>` blocks our chat templates render), and on CPU with
 `--dtype float32 --enforce-eager` and a KV cache of `kv_cache_gb` GiB
 (VLLM_CPU_KVCACHE_SPACE, a whole number).
+A forced call (`tool_choice` naming a tool, OpenAIChatModel's `tool_choice`) needs no
+further option: with the Hermes parser vLLM 0.32 writes it in the model's own
+`<tool_call>` format under a grammar (its default structured-output backend, xgrammar,
+which runs on CPU), and pins the arguments to the tool's schema when the tool is marked
+`strict` (`--tool-strict-level auto`, the default; the client marks the forced tool).
 One server serves one model folder: to serve a stage's new weights, start another.
 """
 
