@@ -20,8 +20,9 @@ route), and the routes that call `serve` show the same to every caller (the API 
 reads the web sign-in cookie). The answer itself reads the change counters as the route
 does, so it is exactly as fresh: a write is seen by the next read through any process.
 An answer that raises is forgotten and the request goes through the framework, which
-answers with its usual error. The addresses remembered are bounded (least recently used
-go first), so a client inventing query strings only makes room for itself.
+answers with its usual error. The addresses remembered are bounded in number (least
+recently used go first) and in length, so a client inventing query strings only makes
+room for itself.
 """
 
 from __future__ import annotations
@@ -37,12 +38,17 @@ from starlette.types import Receive, Scope, Send
 Answer = Callable[[], Awaitable[bytes]]
 
 _MEDIA_TYPE = "application/json"
+#: Longest query string remembered: real reads are far shorter, and an invented long one
+#: should not hold memory.
+_MAX_QUERY = 1024
 
 
 def _address(scope: Scope) -> tuple[str, bytes] | None:
     """What a remembered answer is looked up by: the path and raw query of an anonymous
-    GET; None for any other request."""
+    GET with a query of a sensible length; None for any other request."""
     if scope["type"] != "http" or scope["method"] != "GET":
+        return None
+    if len(scope["query_string"]) > _MAX_QUERY:
         return None
     if any(name == b"authorization" for name, _ in scope["headers"]):
         return None
