@@ -49,7 +49,8 @@ def test_serve_and_worker_processes(settings: Settings, new_collection: Any,
            "--revision", "r", "--recipe", str(recipe), "--recipe-hash", "sha256:0",
            "--suite-hash", "sha256:1", "--suite-size", "4", "--price-per-hour", "2")
     port = _port()
-    server = subprocess.Popen([*ARENA, "serve", "--port", str(port), "--workers", "2"], env=env,
+    server = subprocess.Popen([*ARENA, "serve", "--port", str(port), "--workers", "2",
+                               "--no-access-log"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -84,3 +85,6 @@ def test_serve_and_worker_processes(settings: Settings, new_collection: Any,
     finally:
         server.terminate()
         server.wait(timeout=30)
+    log = server.stderr.read().decode() if server.stderr else ""
+    assert "Application startup complete" in log  # the server's own log is kept...
+    assert "GET /api/runs" not in log  # ...without a line per request

@@ -43,6 +43,9 @@ def serve(
     database_url: str | None = _DB_URL,
     workers: int = typer.Option(1, "--workers", min=1,
                                 help="Server processes (one per core suits PostgreSQL)"),
+    access_log: bool = typer.Option(True, "--access-log/--no-access-log",
+                                    help="Log every request (a line per request costs CPU "
+                                    "on a busy server)"),
 ) -> None:
     """Run the Arena API (and web pages) with uvicorn; migrates the database first."""
     import os
@@ -57,7 +60,7 @@ def serve(
                f"http://{host}:{port} with {workers} process(es) (data in "
                f"{settings.data_dir})", err=True)
     if workers == 1:
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
         return
     app.state.db.dispose()
     # Worker processes build their own app from the environment: pass the choices on.
@@ -65,7 +68,7 @@ def serve(
     if settings.database_url:
         os.environ["ARENA_DATABASE_URL"] = settings.database_url
     uvicorn.run("posttrain_arena.service.app:create_app", factory=True, host=host,
-                port=port, workers=workers, log_level="info")
+                port=port, workers=workers, log_level="info", access_log=access_log)
 
 
 def worker(

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from posttrain_arena import __version__
 from posttrain_arena.service.api import api_router
@@ -26,6 +27,7 @@ from posttrain_arena.service.budget import ensure_budget
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import ServiceError
+from posttrain_arena.service.fastreads import KnownReads
 from posttrain_arena.service.guard import WriteGuard
 from posttrain_arena.service.lifecycle import watchdog
 from posttrain_arena.service.migrations import upgrade
@@ -61,6 +63,17 @@ async def _watchdog_loop(db: Database, settings: Settings) -> None:
             log.exception("watchdog pass failed")
 
 
+class ArenaApp(FastAPI):
+    """FastAPI with the cached reads that the routes remembered answered in front of it,
+    before the framework's own layers (fastreads.py): most of the work of such a read is
+    otherwise the framework's."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        known: KnownReads = self.state.known_reads
+        if not await known.answer(scope, receive, send):
+            await super().__call__(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
     """The Arena app for `settings` (default: from the environment)."""
     settings = settings or Settings()
@@ -83,7 +96,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    app = FastAPI(
+    app = ArenaApp(
         lifespan=lifespan,
         title="PostTrain Arena",
         version=__version__,
@@ -91,6 +104,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         "Headless use: see /AGENTS.md.",
     )
     app.state.settings = settings
+    app.state.known_reads = KnownReads()  # cached reads the routes remembered
     app.state.db = db or open_database(settings)
     app.state.read_cache = ReadCache(app.state.db)
     app.state.external_checker = external_checker(settings.external_auth,

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query, Request, Response
 from posttrain_arena.service import challenges as svc
 from posttrain_arena.service.api.deps import DbDep, PrincipalDep
 from posttrain_arena.service.db import Database
+from posttrain_arena.service.fastreads import KnownReads
 from posttrain_arena.service.leaderboard import leaderboard
 from posttrain_arena.service.results import list_results
 from posttrain_arena.service.schemas import (
@@ -64,8 +65,15 @@ async def get_leaderboard(
 
     key = ("leaderboard", ref, limit, offset)
     tables = ("challenges", "collections", "results", "reviews")
-    data = await request.app.state.read_cache.get(key, tables, compute)
-    return Response(data, media_type="application/json")
+    cache = request.app.state.read_cache
+
+    async def answer() -> bytes:
+        data: bytes = await cache.get(key, tables, compute)
+        return data
+
+    # the same for every caller: later anonymous reads of this address skip the framework
+    known: KnownReads = request.app.state.known_reads
+    return await known.serve(request, answer)
 
 
 @router.get("/{ref}/results", response_model=list[ResultOut])
