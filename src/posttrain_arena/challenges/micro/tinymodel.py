@@ -188,7 +188,7 @@ def suite_text_in(corpus: Sequence[str], forbidden: Iterable[str]) -> list[str]:
     return [text for text in forbidden if text and text in blob]
 
 
-PRETRAIN_FORMAT = 1  # bump when the pretraining corpus or procedure changes
+PRETRAIN_FORMAT = 2  # bump when the pretraining corpus or procedure changes
 
 
 def base_model_key(spec: TinyModelSpec, corpus: Sequence[str]) -> str:
