@@ -16,6 +16,7 @@ from posttrain_arena.challenges.micro import tinymodel as tm
 from posttrain_arena.challenges.micro.build import plan_instances
 from posttrain_arena.challenges.micro.families import ALL_FAMILIES, HELD_OUT, TRAIN
 from posttrain_arena.challenges.micro.pretrain import (
+    COPY,
     GENERIC,
     corpus_texts,
     held_out_values_in,
@@ -79,7 +80,22 @@ def test_corpus_teaches_copying_not_recall() -> None:
     names = [w for c in commands for w in c.split() if "." in w]
     # Almost every name is new to the model when it has to copy it.
     assert len(set(names)) > 0.6 * len(names)
-    assert {r["task"] for r in rows} == {g.name for g in GENERIC}
+    assert {r["task"] for r in rows} == {g.name for g in GENERIC + COPY}
+
+
+def test_copy_tasks_repeat_prompt_names_in_the_command() -> None:
+    # The dense copy signal: each copy task's command repeats several words of its prompt,
+    # and those words are fresh random strings, so only copying predicts them.
+    rng = random.Random(3)
+    copied = []
+    for task in COPY * 20:
+        prompt, command = task.sample(rng)
+        names = [w for w in command.split()[1:] if w != ">"]
+        assert names and all(n in prompt for n in names), (prompt, command)
+        assert len(names) >= 2
+        copied += names
+    assert len(set(copied)) > 0.9 * len(copied)
+    assert held_out_values_in(copied) == []
 
 
 def test_write_tiny_model_pretrains_and_reuses_the_cached_base(

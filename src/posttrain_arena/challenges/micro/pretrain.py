@@ -7,9 +7,13 @@ corpus of generic shell episodes, in the model agent's own conversation format:
 
 - generic tasks (copy, move, count lines, sort, keep the first lines, search, number
   ranges, checksums, ...), each in several wordings that are none of the families';
-- file names and words from a generated vocabulary of syllable names, so the model
-  learns to *copy* an unseen name from the prompt into the command (the skill every
-  held-out instance needs), not to recall a few names it has seen;
+- file names and words from generated vocabularies (syllable names and random letter
+  strings), so the model learns to *copy* an unseen name from the prompt into the
+  command (the skill every held-out instance needs), not to recall a few names it has
+  seen;
+- copy tasks (`COPY`: print these words, create/remove/show these files, ...) whose
+  command repeats several fresh random strings of the prompt: a dense signal that only
+  in-context copying can predict, about half of the episodes;
 - nothing of the held-out suite: no held-out parameter value (stem, marker) occurs as a
   name or word, no family's wording is used, and the build refuses a corpus in which a
   suite prompt or command occurs (`suite_text_in`).
@@ -62,8 +66,25 @@ def syllable_name(rng: random.Random) -> str:
             return name
 
 
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def random_word(rng: random.Random, *, upper: bool = False) -> str:
+    """A string of 2-9 random letters (not containing a held-out value): names with
+    every letter pattern, which the model can only reproduce by copying them."""
+    banned = _forbidden_names()
+    while True:
+        word = "".join(rng.choice(_LETTERS) for _ in range(rng.randint(2, 9)))
+        if not any(b in word for b in banned):
+            return word.upper() if upper else word
+
+
+def _stem(rng: random.Random) -> str:
+    return syllable_name(rng) if rng.random() < 0.5 else random_word(rng)
+
+
 def _file(rng: random.Random) -> str:
-    return f"{syllable_name(rng)}.{rng.choice(_EXTENSIONS)}"
+    return f"{_stem(rng)}.{rng.choice(_EXTENSIONS)}"
 
 
 def _two_files(rng: random.Random) -> tuple[str, str]:
@@ -126,6 +147,57 @@ def _three(rng: random.Random) -> dict[str, object]:
 def _cut(rng: random.Random) -> dict[str, object]:
     return {**_src_out(rng), "n": rng.randint(1, 12), "s": rng.choice((",", ":", ";"))}
 
+
+def _distinct(make: Callable[[random.Random], str], rng: random.Random, n: int) -> list[str]:
+    out: list[str] = []
+    while len(out) < n:
+        item = make(rng)
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _prose(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _many(make: Callable[[random.Random], str]) -> Callable[[random.Random], dict[str, object]]:
+    def params(rng: random.Random) -> dict[str, object]:
+        items = _distinct(make, rng, rng.randint(2, 5))
+        return {"xs": " ".join(items), "xl": _prose(items)}
+    return params
+
+
+def _word_any(rng: random.Random) -> str:
+    return random_word(rng, upper=rng.random() < 0.3)
+
+
+def _words_to_file(rng: random.Random) -> dict[str, object]:
+    return {**_many(_word_any)(rng), "o": _file(rng)}
+
+
+def _pattern_in_file(rng: random.Random) -> dict[str, object]:
+    return {"w": _word_any(rng), "a": _file(rng)}
+
+
+# Tasks whose command repeats several names or words of the prompt: a dense signal for
+# copying from the prompt, the skill every held-out instance needs.
+COPY: tuple[Generic, ...] = (
+    Generic("echo-words", ("Print the words {xs}.", "Say {xl}.", "Show the text {xs}."),
+            "echo {xs}", _many(_word_any)),
+    Generic("touch-many", ("Create the empty files {xl}.", "Make new files: {xs}"),
+            "touch {xs}", _many(_file)),
+    Generic("rm-many", ("Delete the files {xl}.", "Remove these files: {xs}"),
+            "rm {xs}", _many(_file)),
+    Generic("mkdir-many", ("Create the folders {xl}.", "Make these directories: {xs}"),
+            "mkdir {xs}", _many(_stem)),
+    Generic("cat-many", ("Show what is in {xl}.", "Print the contents of these files: {xs}"),
+            "cat {xs}", _many(_file)),
+    Generic("echo-file", ("Store the text {xs} in {o}.", "Save {xl} into {o}."),
+            "echo {xs} > {o}", _words_to_file),
+    Generic("grep-show", ("Show the rows of {a} that mention {w}.",
+                          "Which lines of {a} include {w}?"), "grep {w} {a}", _pattern_in_file),
+)
 
 GENERIC: tuple[Generic, ...] = (
     Generic("copy", ("Make a copy of {a} called {o}.", "Duplicate {a} as {o}.",
@@ -201,10 +273,15 @@ def generic_episode(task: Generic, rng: random.Random) -> dict[str, Any]:
             "task": task.name}
 
 
-def pretraining_corpus(seed: int, episodes: int) -> list[dict[str, Any]]:
-    """`episodes` generic episodes, drawn evenly over the generic tasks."""
+def pretraining_corpus(seed: int, episodes: int, copy_share: float = 0.5) -> list[dict[str, Any]]:
+    """`episodes` generic episodes: about `copy_share` of them copy tasks, the rest drawn
+    evenly over the generic tasks."""
     rng = random.Random(f"pretrain:{seed}")
-    return [generic_episode(GENERIC[i % len(GENERIC)], rng) for i in range(episodes)]
+    rows = []
+    for i in range(episodes):
+        pool = COPY if rng.random() < copy_share else GENERIC
+        rows.append(generic_episode(pool[i % len(pool)], rng))
+    return rows
 
 
 def corpus_texts(rows: Iterable[dict[str, Any]]) -> list[str]:
