@@ -282,7 +282,8 @@ def _verify_state(plan: TrialPlan, report: StateReport, vsession: Session,
                   roots: list[str], sessions: list[Session], t0: float,
                   early: onecall.EarlyExec | None = None) -> Reading:
     """Verify fetched state roots in the verifier's pristine session (see _verify_fresh;
-    without an early exec, small states go the plain way too)."""
+    without an early exec, as for a kept state verified again, a small state goes in the
+    same one exec, started now)."""
     command = _fresh_command(plan)
     if plan.backend.host_copies:  # emptied at start; plain host copies are cheapest
         put_state(vsession, report)
@@ -290,9 +291,11 @@ def _verify_state(plan: TrialPlan, report: StateReport, vsession: Session,
         reading = verification.run(plan, vsession, command)
         assert reading is not None  # no prefix: the verifier always ran
         return reading
-    if early is not None and report.kbytes * 1024 <= onecall.MAX_STATE_BYTES:
+    if report.kbytes * 1024 <= onecall.MAX_STATE_BYTES:
         plan.timings["state_copy"] = time.monotonic() - t0
-        reading = early.feed(state_archive(report))
+        archive = state_archive(report)
+        reading = (early.feed(archive) if early is not None  # the exec already waits
+                   else onecall.verify_now(plan, vsession, roots, command, archive))
         if reading is not None:
             report.copied.extend(report.hosts)
             return reading

@@ -58,6 +58,15 @@ def wrapper(roots: list[str]) -> list[str]:
     return ["/bin/sh", "-c", _WRAP, "arena-verify", LOGS_DIR, str(len(roots)), *roots]
 
 
+def verify_now(plan: TrialPlan, session: Session, roots: list[str],
+               command: VerifierCommand, archive: bytes) -> Reading | None:
+    """The same one exec for a state already at hand (a kept state verified again, with
+    no agent phase to overlap): empty the roots, restore `archive`, verify. None when
+    the image could not restore it (as `EarlyExec.feed`)."""
+    return verification.run(plan, session, command, prefix=wrapper(roots), stdin=archive,
+                            untar="/", prefix_failed=STATE_FAILED)
+
+
 class StateWithdrawn(Exception):
     """The agent's state does not come through the early exec (too large for it, or the
     trial ended before verification)."""
