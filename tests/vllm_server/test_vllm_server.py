@@ -12,7 +12,6 @@ import copy
 import json
 import math
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny
 from posttrain_arena.models.base import SamplingParams
 from posttrain_arena.models.openai import OpenAIChatModel
 from posttrain_arena.models.transformers_local import TransformersChatModel
-from posttrain_arena.models.vllm_server import VllmServer, vllm_python
+from posttrain_arena.models.vllm_server import VllmServer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -32,24 +31,6 @@ GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model", TinyModelSpec(seed=3))
-
-
-@pytest.fixture(scope="module")
-def server(model_dir: Path) -> Iterator[VllmServer]:
-    with VllmServer(model_dir, python=vllm_python(), kv_cache_gb=1) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def local(model_dir: Path) -> TransformersChatModel:
-    return TransformersChatModel.from_pretrained(model_dir, device="cpu")
-
-
-@pytest.fixture
-def remote(server: VllmServer) -> Iterator[OpenAIChatModel]:
-    client = OpenAIChatModel(server.model_name, base_url=server.base_url, api_key="none")
-    yield client
-    client.close()
 
 
 def _messages() -> list[dict[str, object]]:

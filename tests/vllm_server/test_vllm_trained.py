@@ -18,7 +18,6 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from posttrain_arena.evaluate.runner import evaluate, model_agent_specs, model_a
 from posttrain_arena.evaluate.suite import suite_from_tasks
 from posttrain_arena.models.openai import OpenAIChatModel
 from posttrain_arena.models.transformers_local import TransformersChatModel
-from posttrain_arena.models.vllm_server import VllmServer, vllm_python
+from posttrain_arena.models.vllm_server import VllmServer
 from posttrain_arena.spec.package import TaskPackage, load_task
 from posttrain_arena.train.recipe import ModelSection, SftSection, TeacherSection
 from posttrain_arena.train.sft import run_sft
@@ -73,7 +72,7 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> list[TaskPackage]:
 
 
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory: pytest.TempPathFactory, tasks: list[TaskPackage],
+def model_dir(tmp_path_factory: pytest.TempPathFactory, tasks: list[TaskPackage],
            runner: TrialRunner) -> Path:
     """The tiny model after the project's SFT on the tasks' oracle-teacher trajectories."""
     root = tmp_path_factory.mktemp("sft")
@@ -91,24 +90,6 @@ def policy(tmp_path_factory: pytest.TempPathFactory, tasks: list[TaskPackage],
             model_section=ModelSection(id=str(base), dtype="float32"), cfg=SFT,
             trajectories=trajectories, work_dir=root / "work", device="cpu", seed=0)
     return root / "work" / "policy"
-
-
-@pytest.fixture(scope="module")
-def server(policy: Path) -> Iterator[VllmServer]:
-    with VllmServer(policy, python=vllm_python(), kv_cache_gb=1) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def local(policy: Path) -> TransformersChatModel:
-    return TransformersChatModel.from_pretrained(policy, device="cpu")
-
-
-@pytest.fixture
-def remote(server: VllmServer) -> Iterator[OpenAIChatModel]:
-    client = OpenAIChatModel(server.model_name, base_url=server.base_url, api_key="none")
-    yield client
-    client.close()
 
 
 def _episode(runner: TrialRunner, task: TaskPackage, model: Any) -> tuple[Transcript, dict[
