@@ -302,7 +302,7 @@ def vllm_part(args: argparse.Namespace, tmp: Path) -> None:
     from posttrain_arena.trial.result import TrialResult
 
     torch.set_num_threads(1)  # what the pipeline sets on CPU (runtime.torch_threads = 0)
-    model_dir = write_tiny_model(tmp / "tiny", TinyModelSpec(seed=0))
+    model_dir = write_tiny_model(tmp / "tiny", TinyModelSpec(seed=0, pretrain_episodes=0))
     suite = micro_tasks(tmp / "micro", args.vllm_tasks)
     # The micro recipe's [agent] limits, greedy: both paths then write the same tokens.
     settings = AgentSettings(max_turns=3, max_new_tokens=48, max_tokens=3 * 48,

@@ -131,3 +131,16 @@ def test_pretraining_corpus_with_suite_text_is_refused(
     with pytest.raises(RuntimeError, match="held-out text"):
         tm.write_tiny_model(tmp_path / "m", TINY,
                             forbidden=[t for i in suite for t in (i.prompt, i.command)])
+
+
+def test_composed_wordings_drop_any_that_share_five_words_with_a_family() -> None:
+    from posttrain_arena.challenges.micro.pretrain import _composed, family_grams, grams
+
+    # Lifted from the first-lines family ("Copy the first 9 lines of survey.log to ..."):
+    # every composed wording around it repeats five of its words, so none is kept.
+    assert _composed("the first {n} lines of {a}") == ()
+    kept = _composed("the opening {n} lines of {a}")
+    assert len(kept) >= 10 and all("{o}" in w for w in kept)
+    assert not any(grams(w) & family_grams() for w in kept)
+    # Every generic task is asked in many ways (the point of composing them).
+    assert sum(len(g.wordings) >= 20 for g in GENERIC) >= 15

@@ -13,7 +13,7 @@ from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny
 from posttrain_arena.models.toolcalls import parse_tool_calls
 
 SMALL = TinyModelSpec(vocab_size=600, hidden_size=32, intermediate_size=64, num_layers=1,
-                      num_heads=2, max_positions=512, seed=3)
+                      num_heads=2, max_positions=512, seed=3, pretrain_episodes=0)
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory, tasks: list[TaskPackage]
            runner: TrialRunner) -> Path:
     """The tiny model after the project's SFT on the tasks' oracle-teacher trajectories."""
     root = tmp_path_factory.mktemp("sft")
-    base = write_tiny_model(root / "base", TinyModelSpec(seed=0))
+    base = write_tiny_model(root / "base", TinyModelSpec(seed=0, pretrain_episodes=0))
     teacher_dir = root / "teacher"
     teacher_dir.mkdir()
     spec = AgentSpec(kind="oracle-teacher", settings=GREEDY)
