@@ -158,10 +158,10 @@ def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
     if plan.pool is not None:
         session = plan.pool.take(plan.image, limits, plan.labels("verifier"),
                                  mounts=_verifier_mounts(plan), role="verifier",
-                                 prepare=prepare)
+                                 prepare=prepare, output_dir=LOGS_DIR)
     else:
         session = plan.backend.start(plan.image, limits=limits, mounts=_verifier_mounts(plan),
-                                     labels=plan.labels("verifier"))
+                                     labels=plan.labels("verifier"), output_dir=LOGS_DIR)
         if prepare is not None:
             try:
                 prepare(session)
@@ -302,7 +302,7 @@ def _verify_state(plan: TrialPlan, report: StateReport, vsession: Session,
         # the image could not restore the state that way: a new pristine session
         vsession = plan.backend.start(plan.image, limits=plan.limits(network=False),
                                       mounts=_verifier_mounts(plan),
-                                      labels=plan.labels("verifier"))
+                                      labels=plan.labels("verifier"), output_dir=LOGS_DIR)
         sessions.append(vsession)
     elif early is not None:
         early.withdraw()  # too large to hold in memory: the plain way, in this session

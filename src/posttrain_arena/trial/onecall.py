@@ -47,7 +47,10 @@ while [ "$n" -gt 0 ]; do
     find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || exit 86
   else rm -rf -- "$p" || exit 86; fi
 done
-rm -rf -- "$logs" && mkdir -p -m 0755 -- "$logs" || exit 86
+if [ -d "$logs" ] && [ ! -L "$logs" ]; then
+  find "$logs" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || exit 86
+else rm -rf -- "$logs" || exit 86; fi
+mkdir -p -m 0755 -- "$logs" || exit 86
 exec "$@"
 """
 
