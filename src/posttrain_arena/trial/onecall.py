@@ -16,7 +16,10 @@ pristine session.
 
 `EarlyExec` starts that exec before the state exists, while the agent works: the wrapper
 and the supervisor's interpreter are up, waiting on stdin, when the agent's session has
-been halted and read.
+been halted and read. Both backends take it: on local, where a copy in is a plain host
+copy, what it saves is the sandbox's start (bwrap, its mounts, the shell) and the
+supervisor's interpreter; the state's `tar` there is the host's (system directories are
+bound read-only from the host).
 """
 
 from __future__ import annotations
