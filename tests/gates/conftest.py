@@ -36,10 +36,12 @@ class CountingBackend:
         return self.inner.build(context, timeout=timeout, task_name=task_name)
 
     def start(self, image: ImageRef, *, limits: Limits, mounts: list[Mount] | None = None,
-              labels: Mapping[str, str] | None = None) -> Session:
+              labels: Mapping[str, str] | None = None, output_dir: str | None = None
+              ) -> Session:
         with self._lock:
             self.starts += 1
-        return self.inner.start(image, limits=limits, mounts=mounts, labels=labels)
+        return self.inner.start(image, limits=limits, mounts=mounts, labels=labels,
+                                output_dir=output_dir)
 
 
 @pytest.fixture

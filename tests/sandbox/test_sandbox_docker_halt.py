@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -11,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.sandbox import Limits, get_backend
-from posttrain_arena.sandbox.base import ImageRef, MissingPath, SandboxError
+from posttrain_arena.sandbox.base import (
+    ImageRef,
+    MissingPath,
+    SandboxError,
+    TransferBounds,
+    TransferLimit,
+)
 from posttrain_arena.sandbox.docker import DockerBackend
 from posttrain_arena.sandbox.docker_session import DockerSession
 
@@ -90,3 +97,90 @@ def test_exec_with_stdin_restores_an_archive_and_times_out(session: DockerSessio
     slow = session.exec(["/bin/sh", "-c", "cat >/dev/null; sleep 30"], stdin=b"x", timeout=2)
     assert slow.timed_out
     assert session.exec(COUNT.format(30), timeout=30).stdout.strip() == "0"
+
+
+@pytest.fixture
+def out_session(docker_backend: DockerBackend, context_dir: Path) -> Iterator[DockerSession]:
+    """A session started with an output directory (as a verifier's is)."""
+    if not docker_backend.host_output_supported():
+        pytest.skip("this engine's containers cannot write a host directory as its root")
+    image: ImageRef = docker_backend.build(context_dir, timeout=300, task_name="halt-tests")
+    s = docker_backend.start(image, limits=Limits(cpus=1, memory_mb=256, storage_mb=128),
+                             output_dir="/logs/verifier")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def _no_archive(session: DockerSession, calls: list[str]) -> None:
+    real = session.api.get_archive
+
+    def counted(container: str, path: str) -> object:
+        calls.append(path)
+        return real(container, path)
+
+    session.api.get_archive = counted  # type: ignore[method-assign]
+
+
+def test_a_halted_sessions_output_directory_is_read_on_the_host(
+    out_session: DockerSession, tmp_path: Path
+) -> None:
+    """Written in the container, read after the halt without the engine's archive API;
+    a link there is copied as a link (never followed to the host file it names), a fifo
+    is skipped; before the halt the engine is asked, as for any path."""
+    secret = tmp_path / "host-secret"
+    secret.write_text("host only\n")
+    r = out_session.exec(
+        "cd /logs/verifier && test -z \"$(ls -A)\" && echo 1.0 > reward.txt && "
+        f"ln -s {secret} leak && mkfifo pipe && echo done", timeout=30)
+    assert r.exit_code == 0 and "done" in r.stdout, r.stderr
+    calls: list[str] = []
+    _no_archive(out_session, calls)
+    out_session.copy_out("/logs/verifier", tmp_path / "before")
+    assert calls == ["/logs/verifier"]  # running: through the engine
+    out_session.halt()
+    out_session.copy_out("/logs/verifier", tmp_path / "after")
+    assert calls == ["/logs/verifier"]  # halted: on the host
+    assert (tmp_path / "after" / "reward.txt").read_text() == "1.0\n"
+    assert os.readlink(tmp_path / "after" / "leak") == str(secret)
+    assert not os.path.lexists(tmp_path / "after" / "pipe")
+    assert sorted(os.listdir(tmp_path / "after")) == ["leak", "reward.txt"]
+
+
+def test_the_output_directory_keeps_the_transfer_bounds_and_goes_with_the_session(
+    out_session: DockerSession, tmp_path: Path
+) -> None:
+    r = out_session.exec("cd /logs/verifier && for i in $(seq 50); do : > f$i; done",
+                         timeout=30)
+    assert r.exit_code == 0, r.stderr
+    out_session.halt()
+    with pytest.raises(TransferLimit):
+        out_session.copy_out("/logs/verifier", tmp_path / "x",
+                             bounds=TransferBounds(max_entries=10))
+    assert not os.path.lexists(tmp_path / "x")  # nothing left half-copied
+    assert out_session.output is not None
+    root = out_session.output.root
+    assert (root / "out" / "f1").exists()
+    out_session.stop()
+    assert not root.exists()
+
+
+def test_the_reaper_removes_an_output_directory_whose_owner_died(tmp_path: Path) -> None:
+    from posttrain_arena.sandbox.docker import pid_namespace
+    from posttrain_arena.sandbox.docker_session import OutputDir
+    from posttrain_arena.sandbox.reaper import reap_local
+
+    dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True)
+    pid = int(dead.stdout)  # exited: its pid is free
+    orphan = OutputDir.create("arena-test" + os.urandom(4).hex(), "/logs/verifier",
+                              f"{pid} 0 {pid_namespace()}\n")
+    mine = OutputDir.create("arena-test" + os.urandom(4).hex(), "/logs/verifier",
+                            f"{os.getpid()} 9999999999 {pid_namespace()}\n")
+    try:
+        removed, _ = reap_local(6 * 3600)
+        assert orphan.root.name in removed and not orphan.root.exists()
+        assert mine.root.exists()
+    finally:
+        orphan.remove()
+        mine.remove()

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.sandbox import Limits, get_backend
-from posttrain_arena.sandbox.bwrap import _build_view, _etc_args, _etc_entries, _etc_key
+from posttrain_arena.sandbox.bwrap import (
+    _build_view,
+    _etc_args,
+    _etc_entries,
+    _etc_key,
+    _etc_stamp,
+    _stamp_holds,
+    _stamp_key,
+)
 from posttrain_arena.sandbox.localfs import etc_allowed
 
 from .conftest import write_context
@@ -56,6 +64,37 @@ def test_the_key_changes_when_an_entry_is_added_removed_or_replaced(tmp_path: Pa
     (etc / "hosts").write_text("127.0.0.1 localhost\n")  # a new allowed entry
     keys.append(_etc_key(_etc_entries(str(etc)), str(etc)))
     assert len(set(keys)) == len(keys), keys
+
+
+def test_looking_again_stats_only_what_the_key_was_made_from(tmp_path: Path) -> None:
+    """The once-a-second look at /etc: the stamp holds while nothing was added, removed
+    or replaced (an edit in place shows through the hard links anyway), and stops
+    holding at every change the full key would see, so the view is made again."""
+    etc = _fake_etc(tmp_path)
+
+    def stamp() -> tuple[tuple[str, int], ...]:
+        return _etc_stamp(_etc_entries(str(etc)), str(etc))
+
+    first = stamp()
+    (etc / "passwd").write_text("edited in place\n")
+    assert _stamp_holds(first)
+    (etc / "shadow").write_text("edited too\n")  # not allowed, edited in place
+    assert _stamp_holds(first)
+    changes = [
+        lambda: (etc / "ssl" / "certs" / "new.pem").write_text("new\n"),  # deep down
+        lambda: (etc / "ssl" / "certs" / "new.pem").unlink(),
+        lambda: (etc / "ssl" / "sub").mkdir(),  # a new directory
+        lambda: (etc / "passwd.new").write_text("x\n") or os.replace(
+            etc / "passwd.new", etc / "passwd"),  # replaced by rename
+        lambda: (etc / "hosts").write_text("127.0.0.1 localhost\n"),  # a new entry
+        lambda: os.unlink(etc / "mtab"),  # an entry gone
+    ]
+    for change in changes:
+        before = stamp()
+        assert _stamp_holds(before)
+        change()
+        assert not _stamp_holds(before)
+        assert _etc_key(_etc_entries(str(etc)), str(etc)) != _stamp_key(before)
 
 
 @pytest.mark.bwrap

@@ -200,6 +200,11 @@ class Backend(Protocol):
         limits: Limits,
         mounts: list[Mount] | None = None,
         labels: Mapping[str, str] | None = None,
+        output_dir: str | None = None,
     ) -> Session:
-        """Start a session from an image."""
+        """Start a session from an image. `output_dir`: a directory of the session that
+        will be read with copy_out once the session is halted (a verifier's output);
+        a backend may keep it on the host from the start (docker: an empty host
+        directory bound there, removed with the session), so that reading it after the
+        halt is a host copy rather than an engine round trip. It starts empty."""
         ...

@@ -75,6 +75,7 @@ class _EtcArgs:
     key: str
     args: tuple[str, ...]
     checked: float
+    stamp: tuple[tuple[str, int], ...]
 
 
 _etc_cache: _EtcArgs | None = None
@@ -89,20 +90,27 @@ def _etc_args() -> list[str]:
     set-up and tear-down is most of a bwrap start's wall time. An entry that cannot be
     linked (another file system, a file bound into a container) is bound over its
     placeholder in the view. KEY is the mtimes of /etc and of every allowed directory
-    under it, looked at again at most once a second, so a file added, removed or
-    replaced there makes a new view. Without a usable view, one bind per entry."""
+    under it (and the inode of every other allowed entry), looked at again at most once
+    a second, so a file added, removed or replaced there makes a new view. Looking
+    again stats only what the key was made from (see _etc_stamp); /etc is listed and
+    walked again only when one of those changed. Without a usable view, one bind per
+    entry."""
     global _etc_cache
     now = time.monotonic()
     cached = _etc_cache
     if cached is not None and now - cached.checked < ETC_RECHECK_SEC:
         return list(cached.args)
-    names = _etc_entries()
-    key = _etc_key(names)
-    if cached is not None and cached.key == key:
+    if cached is not None and _stamp_holds(cached.stamp):
         cached.checked = now
         return list(cached.args)
+    names = _etc_entries()
+    stamp = _etc_stamp(names)
+    key = _stamp_key(stamp)
+    if cached is not None and cached.key == key:
+        cached.checked, cached.stamp = now, stamp
+        return list(cached.args)
     args = _view_args(names, key) or _bind_args(names)
-    _etc_cache = _EtcArgs(key, tuple(args), now)
+    _etc_cache = _EtcArgs(key, tuple(args), now, stamp)
     return args
 
 
@@ -111,16 +119,43 @@ def _etc_entries(etc: str = "/etc") -> list[str]:
         return sorted(e.name for e in entries if etc_allowed(e.name))
 
 
-def _etc_key(names: list[str], etc: str = "/etc") -> str:
-    digest = hashlib.sha256(str(os.stat(etc).st_mtime_ns).encode())
+def _etc_stamp(names: list[str], etc: str = "/etc") -> tuple[tuple[str, int], ...]:
+    """What the view's key is made from: (path, mtime) of /etc and of every directory
+    under an allowed entry (an entry added, removed or renamed in a directory changes
+    its mtime), (path, inode) of every other allowed entry (replaced: a new inode)."""
+    stamp = [(etc, os.stat(etc).st_mtime_ns)]
     for name in names:
         top = f"{etc}/{name}"
         if os.path.islink(top) or not os.path.isdir(top):
-            digest.update(f"{name}:{os.lstat(top).st_ino}".encode())
+            stamp.append((f"{top}:ino", os.lstat(top).st_ino))
             continue
         for dirpath, _dirs, _files in os.walk(top):  # never descends through a link
-            digest.update(f"{dirpath}:{os.lstat(dirpath).st_mtime_ns}".encode())
-    return digest.hexdigest()[:20]
+            stamp.append((dirpath, os.lstat(dirpath).st_mtime_ns))
+    return tuple(stamp)
+
+
+def _stamp_holds(stamp: tuple[tuple[str, int], ...]) -> bool:
+    """Whether every path of `stamp` still has its mtime (its inode, for ':ino'): then
+    /etc lists and walks as it did, and the key is the same. One stat per path."""
+    try:
+        for path, value in stamp:
+            if path.endswith(":ino"):
+                if os.lstat(path[:-4]).st_ino != value:
+                    return False
+            elif (os.stat(path) if path == stamp[0][0] else os.lstat(path)
+                  ).st_mtime_ns != value:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _stamp_key(stamp: tuple[tuple[str, int], ...]) -> str:
+    return hashlib.sha256(repr(stamp).encode()).hexdigest()[:20]
+
+
+def _etc_key(names: list[str], etc: str = "/etc") -> str:
+    return _stamp_key(_etc_stamp(names, etc))
 
 
 def _bind_args(names: list[str]) -> list[str]:

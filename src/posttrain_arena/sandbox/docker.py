@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import posixpath
 import socket
 import threading
 import time
@@ -31,7 +32,7 @@ from posttrain_arena.sandbox.base import (
     PrerequisiteError,
     SandboxError,
 )
-from posttrain_arena.sandbox.docker_session import DockerSession
+from posttrain_arena.sandbox.docker_session import DockerSession, OutputDir
 from posttrain_arena.spec.hashing import tree_hash
 
 FORMAT = "docker-image-v1"
@@ -94,6 +95,7 @@ class DockerBackend:
         slots = int(os.environ.get("ARENA_BUILD_CONCURRENCY", "2"))
         self._build_slots = threading.BoundedSemaphore(max(1, slots))
         self._storage_opt: bool | None = None
+        self._host_output: bool | None = None
         hours = reap_after_hours
         if hours is None:
             hours = float(os.environ.get("ARENA_REAP_AFTER_HOURS", "6"))
@@ -124,6 +126,19 @@ class DockerBackend:
             else ("no storage limit (needs overlay2 on xfs with pquota, or btrfs/zfs/devicemapper)")
         )
         return True, f"Docker {info.get('ServerVersion', '?')}, {info.get('Driver')}; {storage}"
+
+    def host_output_supported(self) -> bool:
+        """Whether a host directory bound into a container is written as the container's
+        root sees it and this process can read and remove what it wrote: no user-namespace
+        remapping (the container's root would be an unprivileged host user that cannot
+        write a directory this process made), and this process is root or the engine is
+        rootless (its containers' root is this user)."""
+        if self._host_output is None:
+            options = [str(o) for o in self.client.info().get("SecurityOptions") or []]
+            remapped = any("name=userns" in o for o in options)
+            rootless = any("name=rootless" in o for o in options)  # its root: this user
+            self._host_output = not remapped and (os.geteuid() == 0 or rootless)
+        return self._host_output
 
     def storage_limit_supported(self) -> bool:
         """Whether the engine's storage driver can cap a container's disk (storage_opt)."""
@@ -241,8 +256,13 @@ class DockerBackend:
         limits: Limits,
         mounts: list[Mount] | None = None,
         labels: Mapping[str, str] | None = None,
+        output_dir: str | None = None,
     ) -> DockerSession:
-        """Create and start a container from `image` with `limits` applied."""
+        """Create and start a container from `image` with `limits` applied. With
+        `output_dir`, an empty host directory (see OutputDir) is bound there read-write
+        where the engine maps the container's root to this host's (no user-namespace
+        remapping): once the session is halted, copy_out reads it on the host instead
+        of through the engine's archive API (a helper process in the engine)."""
         import docker.errors
         from docker.types import Ulimit
 
@@ -258,6 +278,12 @@ class DockerBackend:
             str(m.source): {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
             for m in mounts or []
         }
+        output = None
+        if output_dir is not None and self.host_output_supported():
+            output = OutputDir.create(
+                sid, posixpath.normpath(posixpath.join(image.workdir, output_dir)),
+                f"{os.getpid()} {time.time():.0f} {pid_namespace()}\n")
+            binds[str(output.host)] = {"bind": output.target, "mode": "rw"}
         host_kwargs: dict[str, Any] = dict(
             network_mode="bridge" if limits.allow_internet else "none",
             nano_cpus=int(limits.cpus * 1e9),
@@ -277,15 +303,20 @@ class DockerBackend:
         if self.storage_limit_supported():
             host_kwargs["storage_opt"] = {"size": f"{limits.storage_mb}M"}
         try:
-            container = self._create(api, image, sid, all_labels, host_kwargs)
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxError(f"image {image.tag} is gone; build it again ({exc})") from exc
-        try:
-            api.start(container)
-        except docker.errors.APIError as exc:
-            api.remove_container(container, force=True)
-            raise SandboxError(f"cannot start a container from {image.tag}: {exc}") from exc
-        return DockerSession(api, container, sid, image)
+            try:
+                container = self._create(api, image, sid, all_labels, host_kwargs)
+            except docker.errors.ImageNotFound as exc:
+                raise SandboxError(f"image {image.tag} is gone; build it again ({exc})") from exc
+            try:
+                api.start(container)
+            except docker.errors.APIError as exc:
+                api.remove_container(container, force=True)
+                raise SandboxError(f"cannot start a container from {image.tag}: {exc}") from exc
+        except BaseException:
+            if output is not None:
+                output.remove()
+            raise
+        return DockerSession(api, container, sid, image, output=output)
 
     def _create(
         self,

@@ -7,7 +7,9 @@ command dies while the session itself (and other execs) live on.
 
 `halt()` ends a session's processes in one engine call (the container is killed, its
 anchor with it) and keeps its files readable: a trial with fresh verification halts
-the agent's session and copies the state out of the stopped container.
+the agent's session and copies the state out of the stopped container. A session
+started with an output directory (a verifier's) has it on the host (`OutputDir`): once
+halted, copy_out of that directory is a host copy, not an archive from the engine.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import contextlib
 import io
 import os
 import posixpath
+import shutil
 import socket
 import tarfile
 import tempfile
@@ -23,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +39,7 @@ from posttrain_arena.sandbox.base import (
     TransferBounds,
     TransferLimit,
 )
-from posttrain_arena.sandbox.localfs import Budget, copy_tree
+from posttrain_arena.sandbox.localfs import Budget, copy_tree, sessions_dir
 from posttrain_arena.sandbox.process import OutputCapture
 from posttrain_arena.spec.trust import DEFAULT_PATH
 
@@ -56,14 +60,55 @@ TAR_OVERHEAD = 1536
 """Archive bytes per entry beyond its data (header and padding), for the byte bound."""
 
 
+OUTPUT_PREFIX = "arena-docker-out-"
+"""Directories under sessions_dir() holding a docker session's host output directory."""
+
+
+@dataclass(frozen=True)
+class OutputDir:
+    """A session's output directory kept on the host: `host` (empty at start, mode 0755)
+    is bound read-write at `target` in the container. It lives in a directory of its own
+    under sessions_dir() (OUTPUT_PREFIX + session id, mode 0700, so no other host user
+    reaches it) beside an `owner` file, as a local session's: the reaper removes what a
+    crashed process left (reaper.reap_local). Only regular files ever leave it: copy_out
+    recreates links as links and skips devices, fifos and sockets; the verdict reads the
+    record's copies of its regular files, never through a link."""
+
+    target: str
+    root: Path
+
+    @property
+    def host(self) -> Path:
+        return self.root / "out"
+
+    @classmethod
+    def create(cls, sid: str, target: str, owner: str) -> OutputDir:
+        """A new, empty one for session `sid`; `owner`: the line of its owner file."""
+        root = sessions_dir() / f"{OUTPUT_PREFIX}{sid}"
+        root.mkdir(mode=0o700)
+        try:
+            (root / "owner").write_text(owner)
+            (root / "out").mkdir()
+            os.chmod(root / "out", 0o755)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return cls(target, root)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
 class DockerSession:
     """A container started by DockerBackend.start."""
 
-    def __init__(self, api: Any, container: str, sid: str, image: ImageRef) -> None:
+    def __init__(self, api: Any, container: str, sid: str, image: ImageRef, *,
+                 output: OutputDir | None = None) -> None:
         self.api = api
         self.container = container
         self.id = sid
         self.image = image
+        self.output = output
         self._stopped = False
         self._halted = False
 
@@ -277,6 +322,9 @@ class DockerSession:
 
         src = posixpath.normpath(posixpath.join(self.image.workdir, src))
         dest = Path(dest)
+        if self.output is not None and src == self.output.target and self._halted:
+            self._copy_output(dest, bounds)  # no process is left to write it
+            return
         try:
             chunks, _stat = self.api.get_archive(self.container, src)
         except docker.errors.NotFound as exc:
@@ -304,6 +352,23 @@ class DockerSession:
             if len(entries) != 1:
                 raise SandboxError(f"copy_out {src}: unexpected archive layout")
             copy_tree(entries[0], dest)
+
+    def _copy_output(self, dest: Path, bounds: TransferBounds | None) -> None:
+        """copy_out of the output directory of a halted session: a host copy (links as
+        links, never followed; devices, fifos and sockets skipped) within `bounds`."""
+        assert self.output is not None
+        host = self.output.host
+        if self._stopped or not os.path.isdir(host) or os.path.islink(host):
+            raise MissingPath(f"copy_out: {self.output.target} does not exist in session "
+                              f"{self.id}")
+        try:
+            copy_tree(host, dest, Budget(bounds, self.output.target) if bounds else None)
+        except BaseException:
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest, ignore_errors=True)
+            elif os.path.lexists(dest):
+                dest.unlink()
+            raise
 
     def read_bytes(self, path: str) -> bytes:
         """Contents of one file (a convenience over copy_out)."""
@@ -374,6 +439,9 @@ class DockerSession:
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise SandboxError(f"cannot remove container {self.id}: {exc}") from exc
+        finally:
+            if self.output is not None:
+                self.output.remove()
 
     def __enter__(self) -> DockerSession:
         return self

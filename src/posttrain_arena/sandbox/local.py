@@ -427,8 +427,11 @@ class LocalBackend:
         limits: Limits,
         mounts: list[Mount] | None = None,
         labels: Mapping[str, str] | None = None,
+        output_dir: str | None = None,
     ) -> LocalSession:
-        """A new session with a private copy of the image's files."""
+        """A new session with a private copy of the image's files. `output_dir` needs
+        nothing more here: every writable root (OUTPUT_ROOT among them) is a host
+        directory, which copy_out reads directly."""
         from posttrain_arena.sandbox.docker import pid_namespace
         from posttrain_arena.sandbox.localbuild import image_dir, read_meta
 

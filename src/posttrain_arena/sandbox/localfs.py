@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import re
 import shutil
 import stat
 import tempfile
@@ -90,9 +91,13 @@ def root_for(path: str, roots: list[str] | tuple[str, ...] = DEFAULT_ROOTS) -> s
     return "/" + parts[0]
 
 
+_ETC_ALLOWED_RE = re.compile("|".join(fnmatch.translate(p) for p in ETC_ALLOWED))
+
+
 def etc_allowed(name: str) -> bool:
-    """Whether the sandbox sees the host's /etc/<name>."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in ETC_ALLOWED)
+    """Whether the sandbox sees the host's /etc/<name> (one match of all the patterns:
+    it runs for every entry of /etc each time the view is looked at again)."""
+    return _ETC_ALLOWED_RE.match(name) is not None
 
 
 class SandboxFS:

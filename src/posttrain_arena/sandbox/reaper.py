@@ -85,6 +85,7 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
     from posttrain_arena.sandbox.bwrap import ETC_VIEW_PREFIX
     from posttrain_arena.sandbox.cgroups import reap_stale
     from posttrain_arena.sandbox.docker import pid_namespace
+    from posttrain_arena.sandbox.docker_session import OUTPUT_PREFIX
     from posttrain_arena.sandbox.local import SESSION_PREFIX, TRASH_PREFIX, sessions_dir
 
     removed: list[str] = []
@@ -101,8 +102,8 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
         if d.name.startswith(TRASH_PREFIX) and now - d.stat().st_mtime > 60:
             shutil.rmtree(d, ignore_errors=True)  # a process ended before emptying its trash
             continue
-        if not d.name.startswith(SESSION_PREFIX) or not d.is_dir():
-            continue
+        if not d.name.startswith((SESSION_PREFIX, OUTPUT_PREFIX)) or not d.is_dir():
+            continue  # (a docker session's host output directory has an owner file too)
         try:
             fields = (d / "owner").read_text().split()
             pid, born = int(fields[0]), float(fields[1])

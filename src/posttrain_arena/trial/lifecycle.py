@@ -106,8 +106,10 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
         if not known or reason is not None:  # once per image: before the agent starts
             pristine = verifier_future.result() if verifier_future is not None else agent_session
             _check_trust(plan, roots, pristine)
-        if verifier_future is not None and not plan.backend.host_copies:
+        if verifier_future is not None:
             # after the probe, before the agent: the verifier's exec waits for the state
+            # (its sandbox, shell and supervisor started while the agent works, on every
+            # backend: on local too that is the bwrap and interpreter start it saves)
             early = onecall.EarlyExec(plan, verifier_future, roots, _fresh_command(plan), pool)
         ended = _agent_phase(plan, agent_session)
         if ended is not None:
@@ -158,10 +160,10 @@ def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
     if plan.pool is not None:
         session = plan.pool.take(plan.image, limits, plan.labels("verifier"),
                                  mounts=_verifier_mounts(plan), role="verifier",
-                                 prepare=prepare)
+                                 prepare=prepare, output_dir=LOGS_DIR)
     else:
         session = plan.backend.start(plan.image, limits=limits, mounts=_verifier_mounts(plan),
-                                     labels=plan.labels("verifier"))
+                                     labels=plan.labels("verifier"), output_dir=LOGS_DIR)
         if prepare is not None:
             try:
                 prepare(session)
@@ -285,7 +287,7 @@ def _verify_state(plan: TrialPlan, report: StateReport, vsession: Session,
     without an early exec, as for a kept state verified again, a small state goes in the
     same one exec, started now)."""
     command = _fresh_command(plan)
-    if plan.backend.host_copies:  # emptied at start; plain host copies are cheapest
+    if plan.backend.host_copies and early is None:  # emptied at start; host copies
         put_state(vsession, report)
         plan.timings["state_copy"] = time.monotonic() - t0
         reading = verification.run(plan, vsession, command)
@@ -302,7 +304,7 @@ def _verify_state(plan: TrialPlan, report: StateReport, vsession: Session,
         # the image could not restore the state that way: a new pristine session
         vsession = plan.backend.start(plan.image, limits=plan.limits(network=False),
                                       mounts=_verifier_mounts(plan),
-                                      labels=plan.labels("verifier"))
+                                      labels=plan.labels("verifier"), output_dir=LOGS_DIR)
         sessions.append(vsession)
     elif early is not None:
         early.withdraw()  # too large to hold in memory: the plain way, in this session

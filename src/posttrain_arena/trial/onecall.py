@@ -16,7 +16,10 @@ pristine session.
 
 `EarlyExec` starts that exec before the state exists, while the agent works: the wrapper
 and the supervisor's interpreter are up, waiting on stdin, when the agent's session has
-been halted and read.
+been halted and read. Both backends take it: on local, where a copy in is a plain host
+copy, what it saves is the sandbox's start (bwrap, its mounts, the shell) and the
+supervisor's interpreter; the state's `tar` there is the host's (system directories are
+bound read-only from the host).
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ while [ "$n" -gt 0 ]; do
     find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || exit 86
   else rm -rf -- "$p" || exit 86; fi
 done
-rm -rf -- "$logs" && mkdir -p -m 0755 -- "$logs" || exit 86
+if [ -d "$logs" ] && [ ! -L "$logs" ]; then
+  find "$logs" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || exit 86
+else rm -rf -- "$logs" || exit 86; fi
+mkdir -p -m 0755 -- "$logs" || exit 86
 exec "$@"
 """
 

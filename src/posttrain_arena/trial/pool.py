@@ -41,15 +41,17 @@ class SessionPool:
     def take(
         self, image: ImageRef, limits: Limits, labels: dict[str, str], *,
         mounts: list[Mount] | None = None, role: str = "agent",
-        prepare: Prepare | None = None,
+        prepare: Prepare | None = None, output_dir: str | None = None,
     ) -> Session:
         """A started (and prepared) session: the pooled one when ready, else a new one.
-        Either way the next one for this key starts in the background."""
-        key = (image.tag, limits, tuple(mounts or ()), role)
+        Either way the next one for this key starts in the background. `output_dir`:
+        as for Backend.start."""
+        key = (image.tag, limits, tuple(mounts or ()), role, output_dir)
         with self._lock:
             pending = self._ready.pop(key, None)
             if not self._closed and len(self._ready) < self.max_idle:
-                fut = self._executor.submit(self._start, image, limits, mounts, role, prepare)
+                fut = self._executor.submit(self._start, image, limits, mounts, role, prepare,
+                                            None, output_dir)
                 self._ready[key] = fut
                 timer = threading.Timer(self.idle_sec, self._expire, (key, fut))
                 timer.daemon = True
@@ -58,13 +60,15 @@ class SessionPool:
             return pending.result()
         if pending is not None:  # not ready yet (or failed): do not wait on it
             pending.add_done_callback(_stop_when_done)
-        return self._start(image, limits, mounts, role, prepare, labels)
+        return self._start(image, limits, mounts, role, prepare, labels, output_dir)
 
     def _start(self, image: ImageRef, limits: Limits, mounts: list[Mount] | None, role: str,
-               prepare: Prepare | None, labels: dict[str, str] | None = None) -> Session:
+               prepare: Prepare | None, labels: dict[str, str] | None = None,
+               output_dir: str | None = None) -> Session:
         session = self.backend.start(
             image, limits=limits, mounts=mounts,
-            labels=labels or {"posttrain-arena.role": f"pooled-{role}"})
+            labels=labels or {"posttrain-arena.role": f"pooled-{role}"},
+            output_dir=output_dir)
         if prepare is not None:
             try:
                 prepare(session)
