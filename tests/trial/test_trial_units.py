@@ -180,3 +180,37 @@ def test_host_writes_replace_links_and_never_follow_them(tmp_path: Path) -> None
     assert (record / "reward.txt").read_text() == "1.0\n"
     assert not (record / "ctrf.json").exists()
     assert outside.read_text() == "untouched\n"
+
+
+class _ProbeSession:
+    """A session whose exec answers what a probe cut short (or a whole one) prints."""
+
+    def __init__(self, result: object) -> None:
+        self.result = result
+
+    def exec(self, *args: object, **kwargs: object) -> object:
+        return self.result
+
+
+@pytest.mark.parametrize("cut", ["timeout", "crash", "no-end"])
+def test_a_pristine_probe_cut_short_trusts_nothing(cut: str) -> None:
+    from posttrain_arena.sandbox.base import ExecResult, ImageRef, SandboxError
+    from posttrain_arena.trial.pristine import probe_reason
+
+    image = ImageRef(backend="local", tag="t", context_hash="h")
+    # The lines it printed name nothing inside the state root; what it never printed
+    # (python3's sys.path, say) might have.
+    partial = "prog\tbash\t/usr/bin/bash\n"
+    whole = partial + "end\n"
+    result = {"timeout": ExecResult(137, partial, "", timed_out=True),
+              "crash": ExecResult(2, whole, ""),
+              "no-end": ExecResult(0, partial, "")}[cut]
+    with pytest.raises(SandboxError, match="did not finish"):
+        probe_reason(_ProbeSession(result), image, ["/root"], path=None)  # type: ignore[arg-type]
+    # The whole probe's answer is believed: nothing inside the root, nothing refused.
+    ok = probe_reason(_ProbeSession(ExecResult(0, whole, "")), image, ["/root"],  # type: ignore[arg-type]
+                      path=None)
+    assert ok is None
+    planted = ExecResult(0, "prog\tpython3\t/root/.venv/bin/python3\nend\n", "")
+    assert "inside the state root" in (probe_reason(_ProbeSession(planted), image, ["/root"],  # type: ignore[arg-type]
+                                                    path=None) or "")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 
-from posttrain_arena.sandbox.base import ImageRef, Session
+from posttrain_arena.sandbox.base import ImageRef, SandboxError, Session
 from posttrain_arena.spec.trust import DEFAULT_PATH, FIX, root_of, untrusted_entries
 
 PROGRAMS = ("python3", "python", "bash", "sh", "env", "tar", "find", "pytest")
@@ -31,6 +31,7 @@ py=$(command -v python3 2>/dev/null) && "$py" -I -c '
 import sys
 for p in sys.path:
     if p: print("syspath\t-\t" + p)' 2>/dev/null
+printf 'end\n'
 exit 0
 """
 
@@ -69,6 +70,14 @@ def probe_reason(session: Session, image: ImageRef, roots: list[str], *,
     result = session.exec(["/bin/sh", "-c", _PROBE, "arena-probe", *PROGRAMS], timeout=60,
                           user="root", workdir="/",
                           env={"PATH": path or image.env.get("PATH") or DEFAULT_PATH})
+    if result.timed_out or result.exit_code != 0 or not result.stdout.endswith("end\n"):
+        # Fail closed: a probe cut short (a timeout on an overloaded host, a crash) says
+        # nothing about the lines it did not print, so the task is not trusted on it.
+        # A harness failure, not the task's: not cached, the trial is an infra error.
+        raise SandboxError(
+            f"the pristine probe of {image.tag} did not finish (exit {result.exit_code}"
+            f"{', timed out' if result.timed_out else ''}): cannot tell whether its "
+            f"programs resolve inside a state root; run the trial again")
     found: list[str] = []
     for line in result.stdout.splitlines():
         kind, _, rest = line.partition("\t")
