@@ -44,6 +44,9 @@ ap.add_argument("--std", type=float, default=tm.TinyModelSpec().init_std)
 ap.add_argument("--seed", type=int, default=0, help="Challenge seed (suite and model)")
 ap.add_argument("--save", default="", help="Keep the built model here")
 ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--samples", type=int, default=0,
+                help="Also sample each suite prompt this many times (at --temperature)")
+ap.add_argument("--temperature", type=float, default=0.7)
 args = ap.parse_args()
 torch.set_num_threads(args.threads)
 print(vars(args), flush=True)
@@ -67,7 +70,7 @@ model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
 eos = tok.convert_tokens_to_ids(tm.IM_END)
 
 
-def gen_commands(prompts: list[str], max_new: int = 48) -> list[str]:
+def gen_commands(prompts: list[str], max_new: int = 48, sample: bool = False) -> list[str]:
     outs = []
     tok.padding_side = "left"
     for i in range(0, len(prompts), 20):
@@ -77,8 +80,10 @@ def gen_commands(prompts: list[str], max_new: int = 48) -> list[str]:
             for p in prompts[i: i + 20]]
         b = tok(batch, return_tensors="pt", padding=True, add_special_tokens=False)
         with torch.no_grad():
-            g = model.generate(**b, max_new_tokens=max_new, do_sample=False,
-                               eos_token_id=eos, pad_token_id=tok.pad_token_id)
+            extra = {"do_sample": True, "temperature": args.temperature} if sample else {
+                "do_sample": False}
+            g = model.generate(**b, max_new_tokens=max_new, eos_token_id=eos,
+                               pad_token_id=tok.pad_token_id, **extra)
         for row in g[:, b["input_ids"].shape[1]:]:
             t = tok.decode(row, skip_special_tokens=True)
             m = re.search(r'"command": "(.*?)"\}\}', t)
@@ -125,6 +130,13 @@ cexact = sum(c == w for c, (_, w) in zip(cc, copy_eval, strict=True))
 print(f"suite pass {len(passed)}/{len(suite)} (exact {exact}; families "
       f"{sorted(set(passed))}); generic exact {gexact}/{len(gen_eval)}; "
       f"copy exact {cexact}/{len(copy_eval)} ({time.time() - t:.0f}s)")
+if args.samples:
+    torch.manual_seed(0)
+    many = [i for i in suite for _ in range(args.samples)]
+    sampled = gen_commands([i.prompt for i in many], sample=True)
+    ok = sum(run_ok(i, c) for c, i in zip(sampled, many, strict=True))
+    print(f"suite sampled (k={args.samples}, T={args.temperature}): {ok}/{len(many)} pass "
+          f"(first command only)")
 for c, i in list(zip(cs, suite, strict=True))[::5]:
     print("   S", i.command, "|", c)
 for c, (_p, w) in list(zip(cc, copy_eval, strict=True))[:4]:

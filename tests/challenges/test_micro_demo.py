@@ -44,12 +44,16 @@ def test_demo_learns_from_the_relevant_collection(tmp_path: Path) -> None:
     # Trainer step logs went to the run's log file, not the terminal.
     assert "'loss'" in (run / "run.log").read_text()
     assert "'loss'" not in result.stdout
+    # The base is pretrained on generic shell use: it solves some suite tasks before
+    # any training (a blank base would score 0 and no control could fail).
+    assert relevant["base_rate"] > 0, relevant
     if not relevant["ci95_low_pp"] > 0:
-        # Known (issue #11, item 2): with held-out values training never uses, the
-        # from-scratch model learns the training instances but copies no unseen value
-        # (0% -> 0% measured). Reported as XFAIL until a pretrained base fixes it; the
-        # test then passes on its own.
-        pytest.xfail(f"the micro model does not generalise to held-out values: {relevant}")
+        # Known (issue #11): SFT on the relevant collection teaches the families the
+        # base lacks, but also the training pools' values (markers, columns), which the
+        # held-out tasks never use, and it loses some of the base's copying (measured
+        # 43.1% -> 34.4%). Reported as XFAIL until the recipe keeps what the base knows;
+        # the test then passes on its own.
+        pytest.xfail(f"SFT does not yet raise the held-out pass rate: {relevant}")
     assert relevant["final_rate"] > relevant["base_rate"], relevant
 
 

@@ -30,7 +30,8 @@ GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model", TinyModelSpec(seed=3, pretrain_episodes=0))
+    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model",
+                            TinyModelSpec(seed=3, pretrain_episodes=0))
 
 
 def _messages() -> list[dict[str, object]]:
