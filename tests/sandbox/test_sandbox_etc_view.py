@@ -116,3 +116,38 @@ def test_the_sandbox_sees_the_hosts_allowed_etc_and_cannot_write_it(tmp_path: Pa
         assert s.exec(["id", "-un"]).stdout == user  # the name service works inside
     finally:
         s.stop()
+
+
+def test_the_reaper_keeps_the_view_in_use_however_old_and_a_lost_view_is_rebuilt(
+        tmp_path: Path) -> None:
+    import time
+
+    from posttrain_arena.sandbox.bwrap import current_etc_view
+    from posttrain_arena.sandbox.localfs import sessions_dir
+    from posttrain_arena.sandbox.reaper import reap_local
+
+    args = _etc_args()
+    view = Path(args[1])
+    assert args[2] == "/etc" and view.name == current_etc_view() and view.is_dir()
+    # Another view (an /etc since changed, or a test's), newer than the one in use: the
+    # reaper used to keep only the newest, removing the view every process still binds.
+    other = sessions_dir() / "etc-view-0000test0000"
+    other.mkdir(exist_ok=True)
+    old = time.time() - 7200
+    os.utime(view, (old, old))
+    reap_local(max_age_sec=3600)
+    assert view.is_dir()
+    assert other.is_dir()  # too new to go
+    os.utime(other, (old, old))
+    reap_local(max_age_sec=3600)
+    assert not other.exists() and view.is_dir()
+    # A view removed under a process's cache (by a reaper elsewhere) is built again.
+    import shutil
+
+    shutil.rmtree(view)
+    again = _etc_args()
+    assert again[1] == str(view) and view.is_dir()
+    done = subprocess.run(["bwrap", *again, "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin",
+                           "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64",
+                           "/lib64", "cat", "/etc/passwd"], capture_output=True, text=True)
+    assert done.returncode == 0 and "root" in done.stdout, done.stderr

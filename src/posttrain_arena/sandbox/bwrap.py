@@ -98,6 +98,8 @@ def _etc_args() -> list[str]:
     global _etc_cache
     now = time.monotonic()
     cached = _etc_cache
+    if cached is not None and not _view_present(cached.args):
+        cached = None  # its view was removed (by a reaper elsewhere): build it again
     if cached is not None and now - cached.checked < ETC_RECHECK_SEC:
         return list(cached.args)
     if cached is not None and _stamp_holds(cached.stamp):
@@ -112,6 +114,17 @@ def _etc_args() -> list[str]:
     args = _view_args(names, key) or _bind_args(names)
     _etc_cache = _EtcArgs(key, tuple(args), now, stamp)
     return args
+
+
+def _view_present(args: tuple[str, ...]) -> bool:
+    """Whether the view directory that `args` bind (if they bind one) still exists."""
+    view = args[1] if len(args) > 2 and args[2] == "/etc" else None
+    return view is None or os.path.isdir(view)
+
+
+def current_etc_view() -> str:
+    """The name of the view directory that /etc as it is now maps to (in sessions_dir())."""
+    return f"{ETC_VIEW_PREFIX}{_etc_key(_etc_entries())}"
 
 
 def _etc_entries(etc: str = "/etc") -> list[str]:

@@ -82,7 +82,7 @@ def reap_docker(
 def reap_local(max_age_sec: float) -> tuple[list[str], int]:
     """Delete local session directories (and stale cgroups) whose owner died or that are
     older than max_age_sec; returns (session names, cgroups removed)."""
-    from posttrain_arena.sandbox.bwrap import ETC_VIEW_PREFIX
+    from posttrain_arena.sandbox.bwrap import ETC_VIEW_PREFIX, current_etc_view
     from posttrain_arena.sandbox.cgroups import reap_stale
     from posttrain_arena.sandbox.docker import pid_namespace
     from posttrain_arena.sandbox.docker_session import OUTPUT_PREFIX
@@ -90,11 +90,14 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
 
     removed: list[str] = []
     now = time.time()
-    views = sorted((d for d in sessions_dir().iterdir()
-                    if d.name.startswith(ETC_VIEW_PREFIX) and d.is_dir()),
-                   key=lambda d: d.stat().st_mtime)
-    for d in views[:-1]:  # the newest is the one in use; older ones once no session can be
-        if now - d.stat().st_mtime > max_age_sec:
+    # The view of /etc as it is now is in use by every process on this host, however old
+    # it is; any other was made for an /etc since changed (or a test's), and is unused
+    # once every process has looked again (ETC_RECHECK_SEC).
+    in_use = current_etc_view()
+    views = [d for d in sessions_dir().iterdir()
+             if d.name.startswith(ETC_VIEW_PREFIX) and d.is_dir() and d.name != in_use]
+    for d in views:
+        if now - d.stat().st_mtime > max(max_age_sec, 60):
             shutil.rmtree(d, ignore_errors=True)
             with contextlib.suppress(OSError):
                 os.unlink(d.with_name(d.name + ".unlinked"))
