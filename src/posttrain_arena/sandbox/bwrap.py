@@ -76,6 +76,7 @@ class _EtcArgs:
     args: tuple[str, ...]
     checked: float
     stamp: tuple[tuple[str, int], ...]
+    view: str | None  # the view directory the args bind (None: one bind per entry)
 
 
 _etc_cache: _EtcArgs | None = None
@@ -98,7 +99,7 @@ def _etc_args() -> list[str]:
     global _etc_cache
     now = time.monotonic()
     cached = _etc_cache
-    if cached is not None and not _view_present(cached.args):
+    if cached is not None and cached.view is not None and not os.path.isdir(cached.view):
         cached = None  # its view was removed (by a reaper elsewhere): build it again
     if cached is not None and now - cached.checked < ETC_RECHECK_SEC:
         return list(cached.args)
@@ -112,14 +113,9 @@ def _etc_args() -> list[str]:
         cached.checked, cached.stamp = now, stamp
         return list(cached.args)
     args = _view_args(names, key) or _bind_args(names)
-    _etc_cache = _EtcArgs(key, tuple(args), now, stamp)
+    view = args[1] if args[:1] == ["--ro-bind"] and args[2:3] == ["/etc"] else None
+    _etc_cache = _EtcArgs(key, tuple(args), now, stamp, view)
     return args
-
-
-def _view_present(args: tuple[str, ...]) -> bool:
-    """Whether the view directory that `args` bind (if they bind one) still exists."""
-    view = args[1] if len(args) > 2 and args[2] == "/etc" else None
-    return view is None or os.path.isdir(view)
 
 
 def current_etc_view() -> str:

@@ -116,7 +116,6 @@ def _two_files(rng: random.Random) -> tuple[str, str]:
     return a, b
 
 
-
 # Many wordings per generic task, composed from a verb, what to write and where: a tiny
 # model only learns to map a request's meaning (not one memorised sentence) to a program
 # when it has seen it asked in many ways. A composed wording that shares five words in a

@@ -267,7 +267,7 @@ def _pretrain(init: Path, rows: list[dict[str, Any]], spec: TinyModelSpec,
     with packing no copying formed in 600 steps); AdamW with beta2 0.98, a short linear
     warm-up, the peak rate held for 70% of the steps (copying forms abruptly, and not
     under an already decayed rate), then a cosine decay to a tenth of it.
-    On this 2-core machine this loop runs about twice the SFT trainer's tokens a second
+    On this 2-core machine 1,000 steps took 668 s against the SFT trainer's 1,118 s
     (challenges/micro/README.md has the figures).
     """
     import math
