@@ -19,7 +19,7 @@ from posttrain_arena.challenges.micro.pretrain import (
     COPY,
     GENERIC,
     corpus_texts,
-    held_out_values_in,
+    pool_values_in,
     pretraining_corpus,
 )
 
@@ -45,16 +45,17 @@ def _grams(words: list[str], n: int = 5) -> set[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_corpus_shares_no_held_out_value_or_suite_text(seed: int) -> None:
+def test_corpus_shares_no_parameter_value_or_suite_text(seed: int) -> None:
     rows = pretraining_corpus(seed, 2000)
     texts = corpus_texts(rows)
-    assert held_out_values_in(texts) == []
+    assert pool_values_in(texts) == []
     suite = plan_instances(seed, MicroSizes())["suite"]
     blob = "\n".join(texts)
     assert not [i.name for i in suite if i.prompt in blob or i.command in blob]
-    # The guard the build runs can fail: a held-out stem used as a name is caught.
-    planted = [*texts, f"cp {HELD_OUT.stems[0]}.txt copy.txt"]
-    assert held_out_values_in(planted) == [HELD_OUT.stems[0]]
+    # The guard the build runs can fail: a held-out stem used as a name is caught, and so
+    # is a training marker (the base must have seen neither split's values).
+    planted = [*texts, f"cp {HELD_OUT.stems[0]}.txt copy.txt", f"grep {TRAIN.markers[3]} a.py"]
+    assert pool_values_in(planted) == sorted([HELD_OUT.stems[0], TRAIN.markers[3].lower()])
 
 
 def test_corpus_uses_no_family_wording() -> None:
@@ -95,7 +96,7 @@ def test_copy_tasks_repeat_prompt_names_in_the_command() -> None:
         assert len(names) >= 2
         copied += names
     assert len(set(copied)) > 0.9 * len(copied)
-    assert held_out_values_in(copied) == []
+    assert pool_values_in(copied) == []
 
 
 def test_write_tiny_model_pretrains_and_reuses_the_cached_base(
@@ -144,3 +145,29 @@ def test_composed_wordings_drop_any_that_share_five_words_with_a_family() -> Non
     assert not any(grams(w) & family_grams() for w in kept)
     # Every generic task is asked in many ways (the point of composing them).
     assert sum(len(g.wordings) >= 20 for g in GENERIC) >= 15
+
+
+def test_neither_splits_values_are_words_the_base_tokenizer_knows() -> None:
+    # The tokenizer learns the families' words from instances with made-up names. Fitted
+    # on training-pool instances, it had made the training stems one token each and left
+    # the held-out stems in pieces, so SFT taught a copy the suite never asks for.
+    generic = corpus_texts(pretraining_corpus(0, 3000))
+    tok = tm.build_tokenizer(tm.tokenizer_corpus(0) + generic, 2048)
+
+    def pieces(values: tuple[str, ...]) -> list[int]:
+        return [len(tok(" " + v)["input_ids"]) for v in values]
+
+    for split in (TRAIN, HELD_OUT):
+        assert min(pieces(split.stems)) >= 2, split.name
+    # (The held-out markers are data in the tokenizer's count-markers files, so they are
+    # single tokens: a known asymmetry, in the challenge README.)
+    assert min(pieces(TRAIN.markers)) >= 2
+    train, held = pieces(TRAIN.stems), pieces(HELD_OUT.stems)
+    assert abs(sum(train) / len(train) - sum(held) / len(held)) < 1.5
+    # ...while the families' own words are whole tokens ("alphabetically", "header").
+    assert len(tok(" alphabetically")["input_ids"]) == 1
+    # The check can fail: a tokenizer that saw the training instances merges their stems.
+    rng = random.Random(0)
+    seen = [fam.generate(rng, TRAIN).prompt for fam in ALL_FAMILIES for _ in range(60)]
+    fitted = tm.build_tokenizer([*tm.tokenizer_corpus(0), *seen, *generic], 2048)
+    assert min(len(fitted(" " + v)["input_ids"]) for v in TRAIN.stems) == 1

@@ -93,11 +93,37 @@ class Pools:
 
 # Disjoint halves of every parameter. File stems are one pool shared by the families of
 # a split, so that "copy the file name from the prompt" is one skill a tiny model sees
-# many times over; the held-out stems are real words it has never seen as a file name.
-# The training pools are wide on purpose: with a handful of values a tiny model memorises
-# them and never learns to copy (measured: 0% on held-out values with five stems).
+# many times over. The training pools are wide on purpose: with a handful of values a
+# tiny model memorises them and never learns to copy (measured: 0% on held-out values
+# with five stems; with columns 1-6 and heads 2-6 only, SFT answered "column 7" with $2
+# and "the first 8 lines" with head -n 5).
+# Both splits' names are equally foreign to the base model: its tokenizer learns the
+# families' words from instances that use `COMMON` names, which neither split uses, so
+# every stem and marker of either split is several tokens (tests check it). When the
+# training stems were the tokenizer's own one-token words and the held-out ones were not,
+# SFT taught copying one token and mangled the held-out names (measured, same base and
+# trajectories: 28 of 40 held-out tasks with several-token training stems, 21 without).
 TRAIN = Pools(
     name="train",
+    stems=("harvest", "journal", "inventory", "budget", "payroll", "forecast", "catalog",
+           "roster", "invoice", "receipt", "schedule", "profile", "summary", "readings",
+           "entries", "accounts", "vendors", "clients", "patients", "sensors", "devices",
+           "meters", "bridges", "routes", "flights", "stations", "branches", "regions",
+           "markets", "parcels", "rentals", "tenants", "members", "donors", "visits",
+           "claims", "permits", "cargo", "fleet", "guests"),
+    markers=("OPTIMIZE", "REFACTOR", "UNDONE", "WIP", "TBD", "PERF", "CLEANUP", "KLUDGE",
+             "DEPRECATED", "SECURITY", "QUESTION", "IDEA", "STUB", "UNSAFE", "FLAKY",
+             "MAGIC", "SLOW", "PENDING", "BLOCKED", "RACE"),
+    columns=(*range(1, 7), *range(10, 31)), heads=(*range(2, 7), *range(10, 31)),
+    starts=(*range(1, 7), *range(25, 36)), ends=(*range(10, 20), *range(40, 60)))
+HELD_OUT = Pools(name="held-out", stems=("ledger", "survey", "sample", "batch", "archive",
+                                         "metrics"),
+                 markers=("HACK", "BUG", "XXX"), columns=(7, 8, 9), heads=(7, 8, 9),
+                 starts=(7, 8, 9), ends=(20, 21, 22, 23, 24))
+# Common names the tokenizer learns the families' words with (`tinymodel.tokenizer_corpus`):
+# no split's parameter, so the base knows these as words and neither split's names.
+COMMON = Pools(
+    name="common",
     stems=("data", "notes", "report", "input", "records", "items", "values", "events",
            "orders", "prices", "users", "hosts", "files", "lines", "tasks", "jobs", "logs",
            "sales", "stock", "tickets", "scores", "grades", "names", "cities", "colors",
@@ -106,12 +132,10 @@ TRAIN = Pools(
     markers=("TODO", "FIXME", "NOTE", "REVIEW", "TEMP", "DEBT", "CHECK", "LATER"),
     columns=(1, 2, 3, 4, 5, 6), heads=(2, 3, 4, 5, 6),
     starts=(1, 2, 3, 4, 5, 6), ends=tuple(range(10, 20)))
-HELD_OUT = Pools(name="held-out", stems=("ledger", "survey", "sample", "batch", "archive",
-                                         "metrics"),
-                 markers=("HACK", "BUG", "XXX"), columns=(7, 8, 9), heads=(7, 8, 9),
-                 starts=(7, 8, 9), ends=(20, 21, 22, 23, 24))
-NCOLS = 9  # column-sum: columns per row (covers both pools' columns)
-ALL_MARKERS = TRAIN.markers + HELD_OUT.markers  # every marker may appear as data
+NCOLS = 9  # column-sum: columns per row at least (more when the column asked is further)
+# Markers that tag lines of count-markers files besides the one asked for (data, never a
+# parameter: the common ones and the held-out ones, as in real code).
+DATA_MARKERS = COMMON.markers + HELD_OUT.markers
 
 
 @dataclass(frozen=True)
@@ -161,7 +185,7 @@ def _count_markers(rng: random.Random, pools: Pools) -> Instance:
     marker = rng.choice(pools.markers)
     body = []
     for i in range(rng.randint(8, 16)):
-        tag = rng.choice([marker, *ALL_MARKERS]) if rng.random() < 0.5 else ""
+        tag = rng.choice([marker, *DATA_MARKERS]) if rng.random() < 0.5 else ""
         body.append(f"x{i} = {rng.randint(0, 99)}" + (f"  # {tag}: tidy up" if tag else ""))
     n = sum(marker in line for line in body)
     return _inst(
@@ -190,7 +214,8 @@ def _column_sum(rng: random.Random, pools: Pools) -> Instance:
     csv = _fname(rng, pools, "csv")
     out = "total.txt"
     col = rng.choice(pools.columns)
-    rows = [[rng.randint(1, 500) for _ in range(NCOLS)] for _ in range(rng.randint(4, 10))]
+    ncols = max(NCOLS, col)
+    rows = [[rng.randint(1, 500) for _ in range(ncols)] for _ in range(rng.randint(4, 10))]
     total = sum(r[col - 1] for r in rows)
     return _inst(
         "column-sum", Domain.FINANCE_ECONOMICS, "Total a ledger column",
@@ -238,7 +263,7 @@ def _max_reading(rng: random.Random, pools: Pools) -> Instance:
 def _sequence(rng: random.Random, pools: Pools) -> Instance:
     out = "numbers.txt"
     a = rng.choice(pools.starts)
-    b = rng.choice(pools.ends)
+    b = rng.choice([e for e in pools.ends if e > a + 2])
     return _inst(
         "sequence", Domain.MATHEMATICS_FORMAL_REASONING, "Write an integer range",
         f"Write the integers from {a} to {b}, one per line, to {out}.",
@@ -252,6 +277,9 @@ def _first_lines(rng: random.Random, pools: Pools) -> Instance:
     rows = [f"t={i} {rng.choice(_LEVELS)} rpm={rng.randint(100, 3000)}"
             for i in range(rng.randint(8, 14))]
     n = rng.choice(pools.heads)
+    # The file is longer than the lines asked for (a longer head would copy it whole).
+    rows += [f"t={i} {rng.choice(_LEVELS)} rpm={rng.randint(100, 3000)}"
+             for i in range(len(rows), n + 2)]
     return _inst(
         "first-lines", Domain.INDUSTRIAL_PHYSICAL_SYSTEMS, "Keep the first log lines",
         f"Copy the first {n} lines of {src} to {out}.",

@@ -37,7 +37,7 @@ from typing import Any
 
 from posttrain_arena.agents.model import TOOLS, format_output
 from posttrain_arena.agents.teacher import oracle_conversation
-from posttrain_arena.challenges.micro.families import HELD_OUT
+from posttrain_arena.challenges.micro.families import HELD_OUT, TRAIN
 
 # Seconds shown as "time left" in pretraining episodes: the micro tasks' agent limit,
 # so the rendered notes look like the ones the agent sees at evaluation.
@@ -55,6 +55,12 @@ _WORDS = ("apple", "berry", "cedar", "dune", "ember", "frost", "grove", "harbor"
 def _forbidden_names() -> set[str]:
     """Held-out parameter values: never a name, word or pattern of the corpus."""
     return {v.lower() for v in (*HELD_OUT.stems, *HELD_OUT.markers)}
+
+
+def _split_values() -> set[str]:
+    """The parameter values of both splits (stems, markers), none of which the corpus may
+    use as a word: the base has seen neither the held-out names nor the training ones."""
+    return {v.lower() for pools in (TRAIN, HELD_OUT) for v in (*pools.stems, *pools.markers)}
 
 
 def syllable_name(rng: random.Random) -> str:
@@ -412,7 +418,7 @@ def corpus_texts(rows: Iterable[dict[str, Any]]) -> list[str]:
     return out
 
 
-def held_out_values_in(texts: Sequence[str]) -> list[str]:
-    """Held-out parameter values (stems, markers) that occur as words in `texts`."""
+def pool_values_in(texts: Sequence[str]) -> list[str]:
+    """Parameter values of either split (stems, markers) that occur as words in `texts`."""
     blob = "\n".join(texts).lower()
-    return sorted(v for v in _forbidden_names() if re.search(rf"\b{re.escape(v)}\b", blob))
+    return sorted(v for v in _split_values() if re.search(rf"\b{re.escape(v)}\b", blob))

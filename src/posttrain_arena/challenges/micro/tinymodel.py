@@ -30,10 +30,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain_arena.agents.model import SYSTEM_PROMPT, TOOLS
-from posttrain_arena.challenges.micro.families import ALL_FAMILIES, TRAIN
+from posttrain_arena.challenges.micro.families import ALL_FAMILIES, COMMON
 from posttrain_arena.challenges.micro.pretrain import (
     corpus_texts,
-    held_out_values_in,
+    pool_values_in,
     pretraining_corpus,
 )
 from posttrain_arena.paths import cache_home
@@ -120,15 +120,17 @@ class TinyModelSpec(BaseModel):
 
 
 def tokenizer_corpus(seed: int = 0, per_family: int = 60) -> list[str]:
-    """Text the tokenizer learns its merges from (besides the pretraining corpus): the
-    agent format and training-pool instances of every family (never the held-out pools
-    the suite is drawn from)."""
-    system, tools = SYSTEM_PROMPT, TOOLS
+    """Text the tokenizer learns its merges from besides the pretraining corpus: the agent
+    format and instances of every family (relevant and off-topic alike) with `COMMON`
+    names, which neither split uses. The tokenizer knows the families' words, as a real
+    base knows common English, but no split's names: fitted on training-pool instances,
+    it had made the training stems one-token words and left the held-out ones in pieces,
+    so SFT taught a copy (one token) that the suite never asks for (three or four)."""
     rng = random.Random(seed)
-    texts = [system, CHAT_TEMPLATE, *(json.dumps(t) for t in tools)]
+    texts = [SYSTEM_PROMPT, CHAT_TEMPLATE, *(json.dumps(t) for t in TOOLS)]
     for fam in ALL_FAMILIES:
         for _ in range(per_family):
-            inst = fam.generate(rng, TRAIN)
+            inst = fam.generate(rng, COMMON)
             call = json.dumps({"name": "bash", "arguments": {"command": inst.command}})
             texts += [inst.prompt, call, *inst.files.values(), *inst.expect.files.values()]
     texts += ["(no output)", "exit code: 0", "exit code: 1", "Time left:", "seconds"]
@@ -211,7 +213,7 @@ def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
     """Train the tokenizer, initialise the model, pretrain it and save both to `out_dir`.
 
     `forbidden` (the held-out suite's prompts and commands) must not occur in the
-    tokenizer's corpus nor in the pretraining corpus, and no held-out parameter value may
+    tokenizer's corpus nor in the pretraining corpus, and no parameter value of either split may
     be a word of the pretraining corpus: RuntimeError if one does. With `cache`, a base
     pretrained before from the same spec and corpus is copied instead of trained again.
     """
@@ -224,9 +226,10 @@ def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
         raise RuntimeError(f"the tokenizer or pretraining corpus holds {len(leaked)} "
                            f"held-out text(s), e.g. {leaked[0]!r}; build them from "
                            "training-pool and generic text only")
-    values = held_out_values_in(pre_texts)
+    values = pool_values_in(pre_texts)
     if values:
-        raise RuntimeError(f"the pretraining corpus uses held-out values as words: {values}")
+        raise RuntimeError(f"the pretraining corpus uses the families' parameter values as "
+                           f"words: {values}; the base must have seen neither split's")
     key = base_model_key(spec, corpus)
     cached = cache_home() / "micro-base" / key
     if cache and (cached / "micro_model.json").is_file():
