@@ -13,9 +13,10 @@ nothing the other's verifier rewards.
 
 Split hygiene: every parameter a command copies from the prompt (file stem, column,
 marker, count, range ends) is drawn from one of two disjoint pools. `TRAIN` instances
-(collections, the tokenizer's corpus) never use a `HELD_OUT` value and the other way
-round, so no held-out task's solution can be a training task's, and a model only passes
-a held-out task by reading its prompt. Prompts carry no filler: two instances differ
+(the collections) never use a `HELD_OUT` value and the other way round, so no held-out
+task's solution can be a training task's, and a model only passes a held-out task by
+reading its prompt. The tokenizer's corpus uses a third pool, `COMMON`, of names neither
+split uses. Prompts carry no filler: two instances differ
 exactly where their parameters and data do.
 """
 
