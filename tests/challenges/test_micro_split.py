@@ -129,3 +129,18 @@ def test_the_real_gate_excludes_a_leaky_collection(tmp_path: Path) -> None:
     assert set(by_task) == {"replay", "data-copy", "fresh-looking-task"}
     assert json.loads(json.dumps([e.model_dump() for e in found]))  # serialisable
 
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_no_count_is_what_a_wrong_command_writes(seed: int) -> None:
+    # grep -c for a marker that is not in the file writes 0, so no count-markers task may
+    # expect 0 (measured before: 11 to 13 of 20 training tasks did, and 3 of 5 held-out
+    # tasks of seeds 1 and 2, all passed by a command with any absent marker).
+    plan = plan_instances(seed, MicroSizes())
+    tasks = [i for part in ("suite", RELEVANT) for i in plan[part]
+             if i.family == "count-markers"]
+    assert len(tasks) == 25
+    for inst in tasks:
+        (body,) = inst.files.values()
+        want = int(inst.expect.files["count.txt"])
+        assert want == sum(inst.params["marker"] in line for line in body.splitlines()) > 0
