@@ -105,10 +105,12 @@ class Pools:
 # and "the first 8 lines" with head -n 5).
 # Both splits' names are equally foreign to the base model: its tokenizer learns the
 # families' words from instances that use `COMMON` names, which neither split uses, so
-# every stem and marker of either split is several tokens (tests check it). When the
-# training stems were the tokenizer's own one-token words and the held-out ones were not,
-# SFT taught copying one token and mangled the held-out names (measured, same base and
-# trajectories: 28 of 40 held-out tasks with several-token training stems, 21 without).
+# every stem of either split and every training marker is several tokens (tests check
+# it; the held-out markers are data of the tokenizer's count-markers files, one token
+# each). When the training stems were the tokenizer's own one-token words and the
+# held-out ones were not, SFT taught copying one token and mangled the held-out names
+# (measured, same base and trajectories, greedy: 28 of 40 held-out tasks with
+# several-token training stems, 20 without).
 TRAIN = Pools(
     name="train",
     stems=("harvest", "journal", "inventory", "budget", "payroll", "forecast", "catalog",

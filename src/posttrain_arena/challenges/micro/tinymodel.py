@@ -225,7 +225,7 @@ def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
     if leaked:
         raise RuntimeError(f"the tokenizer or pretraining corpus holds {len(leaked)} "
                            f"held-out text(s), e.g. {leaked[0]!r}; build them from "
-                           "training-pool and generic text only")
+                           "COMMON-pool and generic text only")
     values = pool_values_in(pre_texts)
     if values:
         raise RuntimeError(f"the pretraining corpus uses the families' parameter values as "
