@@ -171,3 +171,11 @@ def test_neither_splits_values_are_words_the_base_tokenizer_knows() -> None:
     seen = [fam.generate(rng, TRAIN).prompt for fam in ALL_FAMILIES for _ in range(60)]
     fitted = tm.build_tokenizer([*tm.tokenizer_corpus(0), *seen, *generic], 2048)
     assert min(len(fitted(" " + v)["input_ids"]) for v in TRAIN.stems) == 1
+
+
+def test_a_full_size_corpus_of_another_seed_uses_no_split_value() -> None:
+    # The build refuses a corpus with a split's value as a word, so a random name that
+    # happens to be one (seed 1 drew "tbd", a training marker, before random names were
+    # checked against the training values too) would make `arena demo --seed 1` fail.
+    texts = corpus_texts(pretraining_corpus(1, tm.TinyModelSpec().pretrain_episodes))
+    assert pool_values_in(texts) == []

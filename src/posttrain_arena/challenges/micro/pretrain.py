@@ -52,24 +52,31 @@ _WORDS = ("apple", "berry", "cedar", "dune", "ember", "frost", "grove", "harbor"
           "raven", "sage", "thistle", "umber", "velvet", "willow", "yarrow", "zephyr")
 
 
-def _forbidden_names() -> set[str]:
+@functools.cache
+def _forbidden_names() -> frozenset[str]:
     """Held-out parameter values: never a name, word or pattern of the corpus."""
-    return {v.lower() for v in (*HELD_OUT.stems, *HELD_OUT.markers)}
+    return frozenset(v.lower() for v in (*HELD_OUT.stems, *HELD_OUT.markers))
 
 
-def _split_values() -> set[str]:
+@functools.cache
+def _split_values() -> frozenset[str]:
     """The parameter values of both splits (stems, markers), none of which the corpus may
     use as a word: the base has seen neither the held-out names nor the training ones."""
-    return {v.lower() for pools in (TRAIN, HELD_OUT) for v in (*pools.stems, *pools.markers)}
+    return frozenset(v.lower() for pools in (TRAIN, HELD_OUT)
+                     for v in (*pools.stems, *pools.markers))
+
+
+def _allowed(word: str) -> bool:
+    """Not containing a held-out value, and not a training value (as a whole word)."""
+    return not any(b in word for b in _forbidden_names()) and word not in _split_values()
 
 
 def syllable_name(rng: random.Random) -> str:
-    """A pronounceable made-up name of two or three syllables (not a held-out value)."""
-    banned = _forbidden_names()
+    """A pronounceable made-up name of two or three syllables (no split's value)."""
     while True:
         name = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS)
                        for _ in range(rng.choice((2, 2, 3))))
-        if not any(b in name for b in banned):
+        if _allowed(name):
             return name
 
 
@@ -77,12 +84,11 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def random_word(rng: random.Random, *, upper: bool = False) -> str:
-    """A string of 2-9 random letters (not containing a held-out value): names with
-    every letter pattern, which the model can only reproduce by copying them."""
-    banned = _forbidden_names()
+    """A string of 2-9 random letters (no split's value): names with every letter
+    pattern, which the model can only reproduce by copying them."""
     while True:
         word = "".join(rng.choice(_LETTERS) for _ in range(rng.randint(2, 9)))
-        if not any(b in word for b in banned):
+        if _allowed(word):
             return word.upper() if upper else word
 
 
