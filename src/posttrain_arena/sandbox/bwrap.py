@@ -112,8 +112,8 @@ def _etc_args() -> list[str]:
     if cached is not None and cached.key == key:
         cached.checked, cached.stamp = now, stamp
         return list(cached.args)
-    args = _view_args(names, key) or _bind_args(names)
-    view = args[1] if args[:1] == ["--ro-bind"] and args[2:3] == ["/etc"] else None
+    bound = _view_args(names, key)
+    args, view = bound if bound is not None else (_bind_args(names), None)
     _etc_cache = _EtcArgs(key, tuple(args), now, stamp, view)
     return args
 
@@ -178,8 +178,9 @@ def _bind_args(names: list[str]) -> list[str]:
     return args
 
 
-def _view_args(names: list[str], key: str) -> list[str] | None:
-    """Arguments binding the view for `key` (built when missing), or None."""
+def _view_args(names: list[str], key: str) -> tuple[list[str], str] | None:
+    """Arguments binding the view for `key` (built when missing) and the view's path,
+    or None."""
     view = sessions_dir() / f"{ETC_VIEW_PREFIX}{key}"
     listing = view.with_name(view.name + ".unlinked")  # beside it: the sandbox sees the view
     if not view.is_dir():
@@ -201,7 +202,7 @@ def _view_args(names: list[str], key: str) -> list[str] | None:
     args = ["--ro-bind", str(view), "/etc"]
     for name in unlinked:
         args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    return args
+    return args, str(view)
 
 
 def _build_view(names: list[str], dest: Path, etc: str = "/etc") -> list[str]:

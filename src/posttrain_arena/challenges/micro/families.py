@@ -91,10 +91,10 @@ class Pools:
     starts: tuple[int, ...]  # sequence: first integer
     ends: tuple[int, ...]  # sequence: last integer
     # count-markers: how many times more likely the asked marker tags a line than each
-    # other marker, and how many lines it tags at least (so that no count is 0, which a
-    # wrong command also writes)
+    # other marker, and whether it tags one line at least (so that no count is 0, which
+    # a wrong command also writes)
     marker_weight: int = 4
-    min_marked: int = 1
+    marked: bool = True
 
 
 # Disjoint halves of every parameter. File stems are one pool shared by the families of
@@ -142,7 +142,7 @@ COMMON = Pools(
     starts=(1, 2, 3, 4, 5, 6), ends=tuple(range(10, 20)),
     # the count-markers files the cached base's tokenizer was fitted on (changing them
     # means pretraining a new base)
-    marker_weight=1, min_marked=0)
+    marker_weight=1, marked=False)
 NCOLS = 9  # column-sum: columns per row at least (more when the column asked is further)
 # Markers that tag lines of count-markers files besides the one asked for (data, never a
 # parameter: the common ones and the held-out ones, as in real code).
@@ -199,12 +199,9 @@ def _count_markers(rng: random.Random, pools: Pools) -> Instance:
         tags = [marker] * pools.marker_weight + list(DATA_MARKERS)
         tag = rng.choice(tags) if rng.random() < 0.5 else ""
         body.append(f"x{i} = {rng.randint(0, 99)}" + (f"  # {tag}: tidy up" if tag else ""))
-    for i in range(0, len(body), 3):  # tag every third line until enough carry the marker
-        if sum(marker in line for line in body) >= pools.min_marked:
-            break
-        if marker not in body[i]:
-            body[i] = body[i].split("  #")[0] + f"  # {marker}: tidy up"
     n = sum(marker in line for line in body)
+    if pools.marked and n == 0:
+        body[0], n = body[0].split("  #")[0] + f"  # {marker}: tidy up", 1
     return _inst(
         "count-markers", Domain.SOFTWARE_ENGINEERING, "Count code markers",
         f"Count the lines of {src} that contain {marker} and write the number to {out}.",
