@@ -132,7 +132,7 @@ def test_the_real_gate_excludes_a_leaky_collection(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_no_count_is_what_a_wrong_command_writes(seed: int) -> None:
+def test_no_count_is_what_a_wrong_command_writes(seed: int, tmp_path: Path) -> None:
     # grep -c for a marker that is not in the file writes 0, so no count-markers task may
     # expect 0 (measured before: 11 to 13 of 20 training tasks did, and 3 of 5 held-out
     # tasks of seeds 1 and 2, all passed by a command with any absent marker).
@@ -144,3 +144,15 @@ def test_no_count_is_what_a_wrong_command_writes(seed: int) -> None:
         (body,) = inst.files.values()
         want = int(inst.expect.files["count.txt"])
         assert want == sum(inst.params["marker"] in line for line in body.splitlines()) > 0
+    # ...and through the tasks' own verifiers: the oracle passes, counting an absent
+    # marker (what a model that ignores the prompt writes) does not.
+    ch = build_micro(tmp_path / "micro", seed=seed, with_model=False)
+    roots = [t.root for t in load_suite(ch.suite).tasks]
+    roots += [t.root for t in load_collection(ch.collections[RELEVANT]).tasks]
+    counted = [r for r in roots if r.name.startswith("count-markers-")]
+    assert len(counted) == 25
+    for root in counted:
+        src = _command(root).split()[3]
+        assert _reward(root, _command(root), tmp_path / "w") == 1.0, root.name
+        wrong = f"grep -c NOSUCHMARKER {src} > count.txt"
+        assert _reward(root, wrong, tmp_path / "w") == 0.0, root.name
