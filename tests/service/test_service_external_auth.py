@@ -14,6 +14,8 @@ from fastapi.testclient import TestClient
 from posttrain_arena.service.app import create_app
 from posttrain_arena.service.auth import create_user
 from posttrain_arena.service.config import Settings
+from posttrain_arena.service.errors import BadRequest
+from posttrain_arena.service.models import User
 
 
 class _Whoami(BaseHTTPRequestHandler):
@@ -108,3 +110,45 @@ def test_a_token_check_opens_no_write_transaction(settings: Settings, whoami: st
             raw.rollback()
             raw.close()
     app.state.db.dispose()
+
+
+def test_no_local_user_can_take_an_external_name(settings: Settings, whoami: str) -> None:
+    """Names with ':' are kept for external accounts; a local one made before that rule
+    gets the external user a clear 409 on sign-in, not a server error, and no access."""
+    app = create_app(settings)
+    with app.state.db.write() as s, pytest.raises(BadRequest, match="external provider"):
+        create_user(s, "hf:alice", "admin")
+    with app.state.db.write() as s:  # as an older database may hold it
+        s.add(User(name="hf:alice", role="admin"))
+    app.state.db.dispose()
+    on = settings.model_copy(update={"external_auth": "huggingface", "external_auth_url": whoami})
+    app = create_app(on)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        me = c.get("/api/me", headers={"Authorization": "Bearer hf_good"})
+        assert me.status_code == 409, me.text
+        assert "local account" in me.text
+    app.state.db.dispose()
+
+
+class _NotJson(_Whoami):
+    def do_GET(self) -> None:
+        body = b"<html>maintenance</html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_a_whoami_answer_that_is_not_json_signs_no_one_in(settings: Settings) -> None:
+    server = HTTPServer(("127.0.0.1", 0), _NotJson)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/api/whoami-v2"
+    on = settings.model_copy(update={"external_auth": "huggingface", "external_auth_url": url})
+    app = create_app(on)
+    try:
+        with TestClient(app, raise_server_exceptions=False) as c:
+            me = c.get("/api/me", headers={"Authorization": "Bearer hf_good"})
+            assert me.status_code == 401, me.text
+    finally:
+        app.state.db.dispose()
+        server.shutdown()

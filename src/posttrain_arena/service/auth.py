@@ -85,6 +85,11 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+EXTERNAL_SEPARATOR = ":"
+"""Between an external provider's prefix and its user name (`hf:alice`); local user names
+never hold it, so no local user can take the name of an external one."""
+
+
 def create_user(session: Session, name: str, role: Role | str) -> tuple[User, str]:
     """Create a user with one fresh token; returns (user, token). The token is shown once."""
     try:
@@ -94,6 +99,9 @@ def create_user(session: Session, name: str, role: Role | str) -> tuple[User, st
                          f"{', '.join(r.value for r in Role)}") from None
     if not name or len(name) > 100:
         raise BadRequest("user name must be 1-100 characters")
+    if EXTERNAL_SEPARATOR in name:
+        raise BadRequest(f"user name {name!r} holds {EXTERNAL_SEPARATOR!r}, which marks "
+                         "accounts of an external provider (hf:NAME); choose one without it")
     if session.scalar(select(User).where(User.name == name)) is not None:
         raise Conflict(f"user {name!r} already exists")
     user = User(name=name, role=role.value)
@@ -167,8 +175,15 @@ class HuggingFaceWhoami:
             return None
         if resp.status_code != 200:
             return None
-        name = resp.json().get("name")
-        return ExternalIdentity(external_id=f"hf:{name}", name=f"hf:{name}") if name else None
+        try:
+            body = resp.json()
+        except ValueError:  # not JSON: no identity, as for any other bad answer
+            return None
+        name = body.get("name") if isinstance(body, dict) else None
+        if not isinstance(name, str) or not name:
+            return None
+        ident = f"hf{EXTERNAL_SEPARATOR}{name}"
+        return ExternalIdentity(external_id=ident, name=ident)
 
 
 def authenticate(
@@ -221,6 +236,10 @@ def identify(db: Database, token: str | None,
 def _external_principal(session: Session, ident: ExternalIdentity) -> Principal:
     user = session.scalar(select(User).where(User.external_id == ident.external_id))
     if user is None:
+        if session.scalar(select(User).where(User.name == ident.name)) is not None:
+            # A local user made before local names were kept free of the separator.
+            raise Conflict(f"the user name {ident.name!r} is held by a local account; an "
+                           "admin must rename it before this external account can sign in")
         user = User(name=ident.name, role=Role.PARTICIPANT.value, external_id=ident.external_id)
         session.add(user)
         session.flush()
