@@ -44,6 +44,10 @@ def test_demo_learns_from_the_relevant_collection(tmp_path: Path) -> None:
     # Trainer step logs went to the run's log file, not the terminal.
     assert "'loss'" in (run / "run.log").read_text()
     assert "'loss'" not in result.stdout
+    # ...and what libraries print while the challenge is built (a fresh base is saved and
+    # loaded for pretraining) went to the build's log.
+    assert (tmp_path / "micro" / "build.log").is_file()
+    assert "Loading weights" not in result.output
     # The base is pretrained on generic shell use: it solves some suite tasks before
     # any training (a blank base would score 0 and no control could fail).
     assert relevant["base_rate"] > 0, relevant

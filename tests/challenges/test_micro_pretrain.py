@@ -104,9 +104,11 @@ def test_write_tiny_model_pretrains_and_reuses_the_cached_base(
     import torch
     from safetensors.torch import load_file
 
-    out = tm.write_tiny_model(tmp_path / "a", TINY)
+    heard: list[tuple[int, int]] = []
+    out = tm.write_tiny_model(tmp_path / "a", TINY, on_step=lambda d, t: heard.append((d, t)))
     report = json.loads((out / "pretraining.json").read_text())
     assert report["episodes"] == 32 and report["steps"] >= 1
+    assert heard and heard[-1] == (report["steps"], report["steps"])  # progress to the end
     tok = __import__("transformers").AutoTokenizer.from_pretrained(out)
     init = tm.build_model(tok, TINY).state_dict()
     trained = load_file(out / "model.safetensors")
@@ -134,6 +136,18 @@ def test_pretraining_corpus_with_suite_text_is_refused(
                             forbidden=[t for i in suite for t in (i.prompt, i.command)])
 
 
+def test_a_tokenizer_corpus_with_a_split_value_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The count-markers files the tokenizer learned from once tagged lines with the
+    # held-out markers, which made each of them one token. The build now checks the
+    # tokenizer's corpus for any split's value, not only the pretraining text.
+    assert pool_values_in(tm.tokenizer_corpus(0)) == []
+    monkeypatch.setattr(tm, "pretraining_corpus", lambda seed, n: pretraining_corpus(0, 4))
+    corpus = [*tm.tokenizer_corpus(0), f"x3 = 4  # {HELD_OUT.markers[0]}: tidy up"]
+    with pytest.raises(RuntimeError, match=HELD_OUT.markers[0].lower()):
+        tm.write_tiny_model(tmp_path / "m", TINY, corpus=corpus, cache=False)
+
+
 def test_composed_wordings_drop_any_that_share_five_words_with_a_family() -> None:
     from posttrain_arena.challenges.micro.pretrain import _composed, family_grams, grams
 
@@ -159,9 +173,7 @@ def test_neither_splits_values_are_words_the_base_tokenizer_knows() -> None:
 
     for split in (TRAIN, HELD_OUT):
         assert min(pieces(split.stems)) >= 2, split.name
-    # (The held-out markers are data in the tokenizer's count-markers files, so they are
-    # single tokens: a known asymmetry, in the challenge README.)
-    assert min(pieces(TRAIN.markers)) >= 2
+        assert min(pieces(split.markers)) >= 2, split.name
     train, held = pieces(TRAIN.stems), pieces(HELD_OUT.stems)
     assert abs(sum(train) / len(train) - sum(held) / len(held)) < 1.5
     # ...while the families' own words are whole tokens ("alphabetically", "header").

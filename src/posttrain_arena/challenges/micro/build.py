@@ -43,6 +43,7 @@ from posttrain_arena.evaluate.suite import CLUSTER_TAG
 from posttrain_arena.spec.collection import load_collection
 from posttrain_arena.spec.domains import composition_violations
 from posttrain_arena.train.leakage import LeakageDoc, LeakGate
+from posttrain_arena.train.stages import Progress, StageEvent, no_progress
 
 BASE_IMAGE = "posttrain-arena/python:bookworm"
 FORMAT_VERSION = 1
@@ -301,8 +302,9 @@ def recipe_text(control: str, ch: MicroChallenge) -> str:
 
 def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None = None,
                 model_spec: TinyModelSpec | None = None, with_model: bool = True,
-                ) -> MicroChallenge:
-    """Generate the whole challenge into `workdir` (its generated parts are replaced)."""
+                progress: Progress = no_progress) -> MicroChallenge:
+    """Generate the whole challenge into `workdir` (its generated parts are replaced);
+    `progress` hears the base model's pretraining steps (stage "pretrain")."""
     from posttrain_arena.evaluate.suite import load_suite
 
     root = Path(workdir).expanduser().resolve()
@@ -336,7 +338,12 @@ def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None 
         if model_dir.exists():
             shutil.rmtree(model_dir)
         held_text = [t for i in plan["suite"] for t in (i.prompt, i.command)]
-        write_tiny_model(model_dir, model_spec, forbidden=held_text)
+
+        def pretraining(done: int, total: int) -> None:
+            progress(StageEvent(stage="pretrain", status="step", done=done, total=total,
+                                message="the base model (once per machine)"))
+
+        write_tiny_model(model_dir, model_spec, forbidden=held_text, on_step=pretraining)
     ch = MicroChallenge(seed=seed, root=str(root), suite=str(suite_dir), suite_hash=suite.hash,
                         collections=collections, collection_hashes=hashes, recipes={},
                         model=str(model_dir), sizes=sizes, model_spec=model_spec)

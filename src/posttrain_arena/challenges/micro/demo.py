@@ -4,7 +4,8 @@ Builds the challenge into a work directory (deterministic from the seed), runs t
 recipe on the relevant collection (and, with `compare`, the whole protocol of controls:
 relevant, relevant with another seed, partial, broken verifiers, off-topic) with the real
 pipeline (`train.pipeline.run_recipe`), and returns each control's score. What libraries
-print during a run goes to the run's `run.log`; the caller's progress sink sees stages.
+print goes to `build.log` in the work directory while the challenge is built and to the
+run's `run.log` during a run; the caller's progress sink sees stages and steps.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from posttrain_arena.challenges.micro.build import (
     MicroChallenge,
     build_micro,
 )
+from posttrain_arena.train.runlog import library_output_to
 from posttrain_arena.train.stages import Progress, StageEvent, no_progress
 
 if TYPE_CHECKING:
@@ -112,7 +114,9 @@ def run_demo(workdir: Path | str | None = None, *, seed: int = 0, compare: bool 
     root = Path(workdir or DEFAULT_WORKDIR).expanduser()
     progress(StageEvent(stage="build", status="start",
                         message=f"generating the micro challenge (seed {seed}) in {root}"))
-    ch = build_micro(root, seed=seed)
+    root.mkdir(parents=True, exist_ok=True)
+    with library_output_to(root / "build.log"):
+        ch = build_micro(root, seed=seed, progress=progress)
     progress(StageEvent(stage="build", status="done", message=f"suite {ch.suite_hash[:19]}"))
     scores: dict[str, CollectionScore] = {}
     for name in CONTROLS if compare else (RELEVANT,):

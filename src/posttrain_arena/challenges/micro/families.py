@@ -90,11 +90,6 @@ class Pools:
     heads: tuple[int, ...]  # first-lines: how many lines to keep
     starts: tuple[int, ...]  # sequence: first integer
     ends: tuple[int, ...]  # sequence: last integer
-    # count-markers: how many times more likely the asked marker tags a line than each
-    # other marker, and whether it tags one line at least (so that no count is 0, which
-    # a wrong command also writes)
-    marker_weight: int = 4
-    marked: bool = True
 
 
 # Disjoint halves of every parameter. File stems are one pool shared by the families of
@@ -105,12 +100,12 @@ class Pools:
 # and "the first 8 lines" with head -n 5).
 # Both splits' names are equally foreign to the base model: its tokenizer learns the
 # families' words from instances that use `COMMON` names, which neither split uses, so
-# every stem of either split and every training marker is several tokens (tests check
-# it; the held-out markers are data of the tokenizer's count-markers files, one token
-# each). When the training stems were the tokenizer's own one-token words and the
-# held-out ones were not, SFT taught copying one token and mangled the held-out names
-# (measured, same base and trajectories, greedy: 28 of 40 held-out tasks with
-# several-token training stems, 20 without).
+# every stem and marker of either split is several tokens (tests check it; the build
+# refuses a tokenizer or pretraining corpus that holds any split's name). When the
+# training stems were the tokenizer's own one-token words and the held-out ones were not,
+# SFT taught copying one token and mangled the held-out names (measured, same base and
+# trajectories, greedy: 28 of 40 held-out tasks with several-token training stems, 20
+# without).
 TRAIN = Pools(
     name="train",
     stems=("harvest", "journal", "inventory", "budget", "payroll", "forecast", "catalog",
@@ -139,14 +134,17 @@ COMMON = Pools(
            "teams", "units", "zones", "weeks", "plans", "codes"),
     markers=("TODO", "FIXME", "NOTE", "REVIEW", "TEMP", "DEBT", "CHECK", "LATER"),
     columns=(1, 2, 3, 4, 5, 6), heads=(2, 3, 4, 5, 6),
-    starts=(1, 2, 3, 4, 5, 6), ends=tuple(range(10, 20)),
-    # the count-markers files the cached base's tokenizer was fitted on (changing them
-    # means pretraining a new base)
-    marker_weight=1, marked=False)
+    starts=(1, 2, 3, 4, 5, 6), ends=tuple(range(10, 20)))
 NCOLS = 9  # column-sum: columns per row at least (more when the column asked is further)
-# Markers that tag lines of count-markers files besides the one asked for (data, never a
-# parameter: the common ones and the held-out ones, as in real code).
-DATA_MARKERS = COMMON.markers + HELD_OUT.markers
+# Markers that tag lines of count-markers files besides the one asked for: data, never a
+# parameter, and no split's marker (a held-out marker in the tokenizer's files made it one
+# token while the training markers were several).
+DATA_MARKERS = COMMON.markers
+# count-markers: how many times more likely the asked marker tags a line than each other
+# marker. With the line count below, the counts asked spread over 1-9, so no constant
+# answer passes many tasks (with weight 4 and 8-16 lines, "1" matched about half); no
+# count is 0, which `grep -c` of any absent marker also writes.
+MARKER_WEIGHT = 6
 
 
 @dataclass(frozen=True)
@@ -195,12 +193,12 @@ def _count_markers(rng: random.Random, pools: Pools) -> Instance:
     out = "count.txt"
     marker = rng.choice(pools.markers)
     body = []
-    for i in range(rng.randint(8, 16)):
-        tags = [marker] * pools.marker_weight + list(DATA_MARKERS)
-        tag = rng.choice(tags) if rng.random() < 0.5 else ""
+    tags = [marker] * MARKER_WEIGHT + list(DATA_MARKERS)
+    for i in range(rng.randint(10, 24)):
+        tag = rng.choice(tags) if rng.random() < 0.6 else ""
         body.append(f"x{i} = {rng.randint(0, 99)}" + (f"  # {tag}: tidy up" if tag else ""))
     n = sum(marker in line for line in body)
-    if pools.marked and n == 0:
+    if n == 0:
         body[0], n = body[0].split("  #")[0] + f"  # {marker}: tidy up", 1
     return _inst(
         "count-markers", Domain.SOFTWARE_ENGINEERING, "Count code markers",

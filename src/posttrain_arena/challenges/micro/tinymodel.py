@@ -23,7 +23,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -207,15 +207,21 @@ def base_model_key(spec: TinyModelSpec, corpus: Sequence[str]) -> str:
     return h.hexdigest()[:24]
 
 
+StepCallback = Callable[[int, int], None]
+"""Called with (steps done, steps in all) as pretraining goes."""
+
+
 def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
                      corpus: Sequence[str] | None = None,
-                     forbidden: Iterable[str] = (), *, cache: bool = True) -> Path:
+                     forbidden: Iterable[str] = (), *, cache: bool = True,
+                     on_step: StepCallback | None = None) -> Path:
     """Train the tokenizer, initialise the model, pretrain it and save both to `out_dir`.
 
     `forbidden` (the held-out suite's prompts and commands) must not occur in the
-    tokenizer's corpus nor in the pretraining corpus, and no parameter value of either split may
-    be a word of the pretraining corpus: RuntimeError if one does. With `cache`, a base
+    tokenizer's corpus nor in the pretraining corpus, and no parameter value of either split
+    (stem, marker) may be a word of either: RuntimeError if one is. With `cache`, a base
     pretrained before from the same spec and corpus is copied instead of trained again.
+    `on_step` hears how far pretraining is (every 10 steps and at the end).
     """
     spec = spec or TinyModelSpec()
     rows = pretraining_corpus(spec.seed, spec.pretrain_episodes)
@@ -226,10 +232,11 @@ def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
         raise RuntimeError(f"the tokenizer or pretraining corpus holds {len(leaked)} "
                            f"held-out text(s), e.g. {leaked[0]!r}; build them from "
                            "COMMON-pool and generic text only")
-    values = pool_values_in(pre_texts)
+    values = pool_values_in(corpus)
     if values:
-        raise RuntimeError(f"the pretraining corpus uses the families' parameter values as "
-                           f"words: {values}; the base must have seen neither split's")
+        raise RuntimeError(f"the tokenizer or pretraining corpus uses the families' "
+                           f"parameter values as words: {values}; the base must have seen "
+                           "neither split's")
     key = base_model_key(spec, corpus)
     cached = cache_home() / "micro-base" / key
     if cache and (cached / "micro_model.json").is_file():
@@ -247,7 +254,7 @@ def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
         report: dict[str, Any] = {"key": key, "episodes": len(rows)}
         built = init
         if rows:
-            report.update(_pretrain(init, rows, spec, work / "pretrain"))
+            report.update(_pretrain(init, rows, spec, work / "pretrain", on_step))
             built = work / "pretrain" / "policy"
         (built / "micro_model.json").write_text(spec.model_dump_json(indent=2) + "\n")
         (built / "pretraining.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -260,7 +267,7 @@ def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
 
 
 def _pretrain(init: Path, rows: list[dict[str, Any]], spec: TinyModelSpec,
-              work: Path) -> dict[str, Any]:
+              work: Path, on_step: StepCallback | None = None) -> dict[str, Any]:
     """Causal-LM training of the base on the generic episodes, loss on the assistant's
     tokens only (masked as the project's SFT masks them); the model lands in
     `work/policy`.
@@ -329,6 +336,8 @@ def _pretrain(init: Path, rows: list[dict[str, Any]], spec: TinyModelSpec,
         sched.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        if on_step is not None and (len(losses) % 10 == 0 or len(losses) == steps):
+            on_step(len(losses), steps)
         if len(losses) % 50 == 0:
             log.info("pretraining step %d/%d: loss %.3f", len(losses), steps,
                      sum(losses[-50:]) / 50)
