@@ -52,11 +52,10 @@ def test_demo_learns_from_the_relevant_collection(tmp_path: Path) -> None:
     # any training (a blank base would score 0 and no control could fail).
     assert relevant["base_rate"] > 0, relevant
     if not relevant["ci95_low_pp"] > 0:
-        # Known (issue #11): with several-token training names SFT raises the held-out
-        # pass rate (measured 43.1% -> 51.25%, +8.1 pp), but the interval resamples 8
-        # families, and two of them move against the rest, so it still spans 0
-        # ([-16.6, +32.8]). Reported as XFAIL until the measured change is sure; the
-        # test then passes on its own.
+        # Known (issue #11): post-training raises the held-out pass rate (measured
+        # 29.4% -> 39.4%, +10.0 pp), but the interval resamples 8 families, and three of
+        # them move against the rest, so it still spans 0 ([-18.1, +38.1]). Reported as
+        # XFAIL until the measured change is sure; the test then passes on its own.
         pytest.xfail(f"the held-out change is not yet surely above 0: {relevant}")
     assert relevant["final_rate"] > relevant["base_rate"], relevant
 
