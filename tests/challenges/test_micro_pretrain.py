@@ -104,6 +104,7 @@ def test_write_tiny_model_pretrains_and_reuses_the_cached_base(
     import torch
     from safetensors.torch import load_file
 
+    monkeypatch.setenv("ARENA_CACHE_DIR", str(tmp_path / "cache"))  # nothing built before
     heard: list[tuple[int, int]] = []
     out = tm.write_tiny_model(tmp_path / "a", TINY, on_step=lambda d, t: heard.append((d, t)))
     report = json.loads((out / "pretraining.json").read_text())
