@@ -105,8 +105,8 @@ class TinyModelSpec(BaseModel):
     )
     seed: int = Field(default=0, description="Seed of the random initialisation")
     # Measured on this 2-core machine (challenges/micro/README.md): 1,000 steps of 32
-    # episodes (about 15 minutes, once per machine: the base is cached) form in-context
-    # copying; the base then passes 43% of the held-out suite (the four families whose
+    # episodes (15-22 minutes, once per machine: the base is cached) form in-context
+    # copying; the base then passes 29% of the held-out suite (the four families whose
     # programs generic shell use covers), never having seen a family's wording.
     pretrain_episodes: int = Field(
         default=16_000, ge=0,
