@@ -131,16 +131,24 @@ def test_no_local_user_can_take_an_external_name(settings: Settings, whoami: str
 
 
 class _NotJson(_Whoami):
+    answer = b"<html>maintenance</html>"
+
     def do_GET(self) -> None:
-        body = b"<html>maintenance</html>"
+        body = self.answer
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
 
-def test_a_whoami_answer_that_is_not_json_signs_no_one_in(settings: Settings) -> None:
-    server = HTTPServer(("127.0.0.1", 0), _NotJson)
+class _TooLong(_NotJson):
+    answer = json.dumps({"name": "a" * 120}).encode()
+
+
+@pytest.mark.parametrize("handler", [_NotJson, _TooLong], ids=["not-json", "name-too-long"])
+def test_a_whoami_answer_that_is_not_json_signs_no_one_in(
+        settings: Settings, handler: type[_Whoami]) -> None:
+    server = HTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/api/whoami-v2"
     on = settings.model_copy(update={"external_auth": "huggingface", "external_auth_url": url})

@@ -183,6 +183,8 @@ class HuggingFaceWhoami:
         if not isinstance(name, str) or not name:
             return None
         ident = f"hf{EXTERNAL_SEPARATOR}{name}"
+        if len(ident) > 100:  # longer than a user name may be: no identity, not a 500
+            return None
         return ExternalIdentity(external_id=ident, name=ident)
 
 
