@@ -181,6 +181,27 @@ def test_a_request_joins_a_running_batch_and_gets_what_it_gets_alone(
     assert batcher.stats.passes < len(alone[1][0]) + len(alone[2][0])
 
 
+def test_the_cache_narrows_when_the_longest_row_leaves(
+        serial: TransformersChatModel, prompts: list[list[int]]) -> None:
+    """A short row that outlives a long one stops attending over (and copying) the long
+    row's padding: once the long row has left, no step reads a padded cell. Before, the
+    batch only widened, and in the micro evaluation four cells in five were padding."""
+    long_prompt = [tok for p in prompts for tok in p]  # every prompt, end to end
+    short_prompt = min(prompts, key=len)
+    never = [-1]  # no token ends a row: both run to their max_new_tokens
+    quick = SamplingParams(temperature=0, max_new_tokens=2)
+    slow = SamplingParams(temperature=0.9, max_new_tokens=20, seed=3)
+    alone = batcher_for(serial, 1, eos_ids=never).generate(short_prompt, slow)
+    batcher = batcher_for(serial, 2, eos_ids=never)
+    got = in_one_batch(batcher, [long_prompt, short_prompt], [quick, slow])
+    assert len(got[0][0]) == 2 and got[1][0] == alone[0]
+    assert got[1][1] == pytest.approx(alone[1], abs=1e-5)
+    gap = len(long_prompt) - len(short_prompt)
+    # Padded cells: the shared prefill and the one step both rows took, nothing after.
+    assert batcher.stats.padding <= 2 * gap
+    assert batcher.stats.cells > batcher.stats.padding
+
+
 def test_a_row_out_of_time_ends_early(serial: TransformersChatModel,
                                       prompts: list[list[int]]) -> None:
     sampled = SamplingParams(temperature=1.0, max_new_tokens=1500, seed=1)

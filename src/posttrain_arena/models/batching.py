@@ -7,7 +7,9 @@ request and blocks; one worker thread gathers what is pending (up to `max_batch`
 at most `gather_sec` for more), left-pads the prompts, prefills them in one forward pass
 and decodes all rows step by step over a shared KV cache. A row leaves the batch (and its
 caller gets its answer) as soon as it ends: end token, `max_new_tokens`, or
-`max_time_sec` counted from when the request was made.
+`max_time_sec` counted from when the request was made. When rows leave, the leading
+columns that are padding in every row left are cut away, so the cache is only as wide as
+the longest row still decoding.
 
 What a request gets does not depend on the batch it ran in:
 
@@ -64,6 +66,8 @@ class BatchStats:
     passes: int = 0
     rows: int = 0
     widest: int = 0
+    cells: int = 0  # rows x columns of the attention masks (the cache the passes read)
+    padding: int = 0  # of those, cells that were left padding
 
     @property
     def mean_rows(self) -> float:
@@ -198,6 +202,8 @@ class BatchedGenerator:
         self.stats.passes += 1
         self.stats.rows += ids.shape[0]
         self.stats.widest = max(self.stats.widest, ids.shape[0])
+        self.stats.cells += mask.numel()
+        self.stats.padding += mask.numel() - int(mask.sum())
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                           use_cache=True, logits_to_keep=1, **{_cache_keyword(): cache})
 
@@ -300,6 +306,22 @@ class _Rows:
         self.cache.batch_select_indices(index)
         self.mask, self.last = self.mask[index], self.last[index]
         self.requests = [self.requests[row] for row in keep]
+        self.trim()
+
+    def trim(self) -> None:
+        """Drop the leading columns that are padding in every row left. Without this a
+        batch that rows keep joining and leaving only widens: its cache grew to the
+        longest conversation ever admitted (over 1,000 columns, four in five padding, in
+        the micro evaluation) and every step attended over, and copied, all of it."""
+        if not self.can_join:  # only plain growing layers are cut like this
+            return
+        first = int(self.mask.any(dim=0).int().argmax())
+        if first == 0:
+            return
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[:, :, first:]
+            layer.values = layer.values[:, :, first:]
+        self.mask = self.mask[:, first:]
 
     def advance(self) -> None:
         """Feed every row's latest token; the logits become those of the next one."""
