@@ -104,6 +104,70 @@ def test_rollout_tokens_line_up_with_the_transcript(tiny_model: Path) -> None:
     assert sum(sum(m) for m in flat["env_mask"]) <= 1  # at most the no-op guard token
 
 
+def _seeded(rewards: dict[str, Any], seeds: list[int]) -> Any:
+    play = _scripted_episodes(rewards)
+
+    def episode(task: _Task, agent: Any, seed: int) -> Episode:
+        seeds.append(seed)
+        return play(task, agent, seed)
+
+    return episode
+
+
+def _resampling(tiny_model: Path, rewards: dict[str, Any], budget: int,
+                seeds: list[int]) -> tuple[AgentRollout, Any]:
+    tok = load_tokenizer(str(tiny_model))
+    model = load_causal_lm(str(tiny_model), ModelSection(id=str(tiny_model)), "cpu")
+    tasks = {name: _Task(name, f"task {name}: write hello to out.txt") for name in rewards}
+    rollout = AgentRollout(tasks, _seeded(rewards, seeds), settings=SETTINGS,
+                           num_generations=2, max_completion_length=64, concurrency=1, seed=0,
+                           resample_flat=budget)
+    trainer = SimpleNamespace(model=model, processing_class=tok,
+                              state=SimpleNamespace(global_step=3))
+    return rollout, trainer
+
+
+def test_flat_groups_are_replaced_by_groups_on_fresh_tasks(tiny_model: Path) -> None:
+    """Dynamic sampling: a flat group gives its place to another task's group (again, if
+    that one is flat too), so the batch trains on groups that carry signal."""
+    one = lambda t, n: 1.0  # noqa: E731
+    rewards = {"solved": one, "also-solved": one, "varied": _alternating,
+               "other-varied": _alternating}
+    seeds: list[int] = []
+    rollout, trainer = _resampling(tiny_model, rewards, budget=2, seeds=seeds)
+    out = rollout(["solved", "solved", "varied", "varied"], trainer)
+    groups = [out["task"][i : i + 2] for i in (0, 2)]
+    assert all(len(set(g)) == 1 for g in groups)  # a group is one task, whole
+    assert sorted(g[0] for g in groups) == ["other-varied", "varied"]
+    assert rollout.stats.zero_variance_groups == 0 and rollout.stats.groups == 2
+    assert 1 <= rollout.stats.resampled_groups <= 2
+    assert rollout.stats.episodes == 4 + 2 * rollout.stats.resampled_groups == len(seeds)
+    assert len(set(seeds)) == len(seeds)  # every episode its own seed
+    assert "solved" in rollout.flat_tasks
+    assert all(any(m) for m in out["env_mask"])  # both groups are in the loss
+    # Rewards, masks and tokens stay row-aligned after the swap.
+    assert len(out["verifier_reward"]) == len(out["completion_ids"]) == 4
+
+
+def test_resampling_stops_at_the_budget_and_keeps_a_flat_group_out(tiny_model: Path) -> None:
+    one = lambda t, n: 1.0  # noqa: E731
+    rewards = {f"solved-{i}": one for i in range(4)} | {"varied": _alternating}
+    seeds: list[int] = []
+    rollout, trainer = _resampling(tiny_model, rewards, budget=1, seeds=seeds)
+    out = rollout(["solved-0", "solved-0", "solved-1", "solved-1"], trainer)
+    assert rollout.stats.resampled_groups == 1  # the budget, though both groups were flat
+    assert rollout.stats.episodes == 6 == len(seeds)
+    flat = [g for g in (0, 2) if len(set(out["verifier_reward"][g : g + 2])) == 1]
+    assert rollout.stats.zero_variance_groups == len(flat) >= 1
+    in_loss = sum(sum(m) for g in flat for m in out["env_mask"][g : g + 2])
+    assert in_loss <= (1 if rollout.last_batch_flat else 0)  # at most the no-op guard token
+    # Without a budget nothing is replaced (the old behaviour).
+    again, trainer = _resampling(tiny_model, rewards, budget=0, seeds=[])
+    kept = again(["solved-0", "solved-0", "varied", "varied"], trainer)
+    assert kept["task"] == ["solved-0", "solved-0", "varied", "varied"]
+    assert again.stats.resampled_groups == 0 and again.stats.zero_variance_groups == 1
+
+
 @pytest.mark.slow
 def test_grpo_moves_the_adapter_and_drops_flat_groups(tiny_model: Path, tmp_path: Path) -> None:
     tasks = {"varied": _Task("varied", "write hello to out.txt"),

@@ -9,10 +9,13 @@ environment mask (1 on model tokens, 0 on tool output and prompts of later turns
 the sampler's logprobs. The reward is the verifier's.
 
 Infrastructure failures carry no reward (None, so TRL zeroes their advantage) and are
-masked out of the loss. Groups whose rewards do not vary carry no signal and are masked
-out before the update too; both are counted. A batch whose groups are *all* flat takes
-no optimizer step at all: the optimizer's and the LR scheduler's step are skipped, so
-weights, optimizer state (Adam moments, step counts) and schedule stay as they were.
+masked out of the loss. Groups whose rewards do not vary carry no signal: with
+`resample_flat` (DAPO's dynamic sampling) each is replaced, while the batch's budget
+lasts, by a group on another training task (one not in the batch and not yet seen flat in
+this stage); the flat groups left are masked out before the update. All are counted. A
+batch whose groups are *all* flat takes no optimizer step at all: the optimizer's and the
+LR scheduler's step are skipped, so weights, optimizer state (Adam moments, step counts)
+and schedule stay as they were.
 
 Relied-on TRL semantics (pinned in pyproject.toml): `rollout_func(prompts, trainer)`
 returning prompt_ids / completion_ids / logprobs plus extra fields; an `env_mask` extra
@@ -25,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -95,6 +99,7 @@ class RolloutStats:
     infra_failures: int = 0
     token_view_missing: int = 0
     flat_batches_skipped: int = 0
+    resampled_groups: int = 0  # flat groups replaced by another task's group (not trained)
     model_sec: float = 0.0
     env_sec: float = 0.0
     wall_sec: float = 0.0
@@ -106,6 +111,8 @@ class RolloutStats:
         return {
             "batches": self.batches, "episodes": self.episodes, "groups": self.groups,
             "zero_variance_groups_dropped": self.zero_variance_groups,
+            "varied_groups": self.groups - self.zero_variance_groups,
+            "flat_groups_resampled": self.resampled_groups,
             "infra_failures_masked": self.infra_failures,
             "token_view_missing": self.token_view_missing,
             "flat_batches_skipped": self.flat_batches_skipped,
@@ -122,7 +129,10 @@ class AgentRollout:
 
     def __init__(self, tasks: dict[str, TaskPackage], episode: EpisodeFn, *,
                  settings: AgentSettings, num_generations: int, max_completion_length: int,
-                 concurrency: int, seed: int) -> None:
+                 concurrency: int, seed: int, resample_flat: int = 0) -> None:
+        """`resample_flat`: most flat groups per batch replaced by another task's group."""
+        if resample_flat < 0:
+            raise ValueError(f"resample_flat must be >= 0 (got {resample_flat})")
         self.tasks = tasks
         self.episode = episode
         self.settings = settings
@@ -130,8 +140,10 @@ class AgentRollout:
         self.max_len = max_completion_length
         self.concurrency = max(1, concurrency)
         self.seed = seed
+        self.resample_flat = resample_flat
         self.stats = RolloutStats()
         self.last_batch_flat = False  # no group of the latest batch carries signal
+        self.flat_tasks: set[str] = set()  # tasks whose group came out flat in this stage
         self._lock = threading.Lock()
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -150,18 +162,56 @@ class AgentRollout:
         names = [str(p) for p in prompts]
         was_training = model.training
         model.eval()
+        first_seed = self.seed * 1_000_003 + step * 10_007
         t0 = time.monotonic()
         try:
             with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-                episodes = list(pool.map(
-                    lambda ix: self.episode(self.tasks[ix[1]], agent,
-                                            self.seed * 1_000_003 + step * 10_007 + ix[0]),
-                    enumerate(names)))
+
+                def play(seeded: list[tuple[int, str]]) -> list[Episode]:
+                    return list(pool.map(
+                        lambda ix: self.episode(self.tasks[ix[1]], agent, first_seed + ix[0]),
+                        seeded))
+
+                episodes = play(list(enumerate(names)))
+                episodes = self._replace_flat(episodes, play, step)
         finally:
             model.train(was_training)
         self.stats.wall_sec += time.monotonic() - t0
         eos = policy.eos_ids[0]
         return self._to_trl(episodes, eos)
+
+    def _replace_flat(self, episodes: list[Episode],
+                      play: Callable[[list[tuple[int, str]]], list[Episode]],
+                      step: int) -> list[Episode]:
+        """Replace flat groups by groups on fresh tasks, in waves, while the budget lasts.
+        Replacements are drawn in a seeded order from the training tasks neither in this
+        batch nor seen flat before; each episode gets a seed of its own."""
+        G, budget = self.G, self.resample_flat
+        episodes = list(episodes)
+        used = {ep.task for ep in episodes}
+        next_seed = len(episodes)
+        order = random.Random(self.seed * 1_000_003 + step)
+        while True:
+            flat = [g for g in range(0, len(episodes), G) if _flat(episodes[g : g + G])]
+            self.flat_tasks.update(episodes[g].task for g in flat)
+            fresh = sorted(set(self.tasks) - used - self.flat_tasks)
+            order.shuffle(fresh)
+            swaps = list(zip(flat, fresh, strict=False))[:budget]
+            if not swaps:
+                return episodes
+            seeded = [(next_seed + i, name)
+                      for i, name in enumerate(n for _, n in swaps for _ in range(G))]
+            next_seed += len(seeded)
+            played = play(seeded)
+            for j, (g, name) in enumerate(swaps):
+                for ep in episodes[g : g + G]:  # run, counted, not trained on
+                    self.stats.episodes += 1
+                    self.stats.model_sec += ep.model_sec
+                    self.stats.env_sec += ep.env_sec
+                episodes[g : g + G] = played[j * G : (j + 1) * G]
+                used.add(name)
+            self.stats.resampled_groups += len(swaps)
+            budget -= len(swaps)
 
     def _to_trl(self, episodes: Sequence[Episode], eos: int) -> dict[str, Any]:
         s = self.stats
@@ -200,8 +250,7 @@ class AgentRollout:
             rewards.append(reward)
         for g in range(0, len(episodes), self.G):
             s.groups += 1
-            valid = {r for r in rewards[g : g + self.G] if r is not None}
-            if len(valid) <= 1:  # no variance: no learning signal; keep it out of the loss
+            if _flat_rewards(rewards[g : g + self.G]):  # no signal: keep it out of the loss
                 s.zero_variance_groups += 1
                 for i in range(g, min(g + self.G, len(episodes))):
                     out["env_mask"][i] = [0] * len(out["env_mask"][i])
@@ -211,9 +260,25 @@ class AgentRollout:
             # one token stays in so that TRL's loss normaliser is not zero.
             out["env_mask"][0][0] = 1
         out["verifier_reward"] = rewards
+        out["task"] = [ep.task for ep in episodes]  # what each row played (after resampling)
         scored = [r for r in rewards if r is not None]
         s.batch_mean_reward.append(sum(scored) / len(scored) if scored else float("nan"))
         return out
+
+
+def _scorable(ep: Episode) -> float | None:
+    """The episode's reward as the update sees it: None without a token view."""
+    t = ep.transcript
+    return ep.reward if t is not None and t.turns and t.token_ids else None
+
+
+def _flat_rewards(rewards: Sequence[float | None]) -> bool:
+    """No variance among the scorable rewards: the group carries no learning signal."""
+    return len({r for r in rewards if r is not None}) <= 1
+
+
+def _flat(group: Sequence[Episode]) -> bool:
+    return _flat_rewards([_scorable(ep) for ep in group])
 
 
 class VllmPolicy(TransformersChatModel):

@@ -74,7 +74,8 @@ def plan(recipe: Recipe) -> Plan:
     grpo_steps = 0
     if g.enabled:
         grpo_steps = g.steps or max(1, math.ceil(T * g.epochs / g.tasks_per_step))
-    grpo_trials = grpo_steps * g.tasks_per_step * g.num_generations
+    # At most: every flat group the budget allows is replaced (dynamic sampling).
+    grpo_trials = grpo_steps * (g.tasks_per_step + g.resample_flat_groups) * g.num_generations
     per_step = recipe.sft.per_device_batch_size * recipe.sft.gradient_accumulation_steps
     sft_steps = 0
     if recipe.sft.enabled:
@@ -99,7 +100,9 @@ def plan(recipe: Recipe) -> Plan:
         PlanStage(name="gate", what=f"SFT vs base on {min(g.gate.tasks, T)} training tasks",
                   trials=2 * gate_n, model_turns=2 * gate_n * turns, skipped=not gate_on),
         PlanStage(name="grpo", what=f"GRPO: {grpo_steps} steps x {g.tasks_per_step} tasks x "
-                  f"{g.num_generations} rollouts", trials=grpo_trials + gate_n,
+                  f"{g.num_generations} rollouts" + (
+                      f" (+ up to {g.resample_flat_groups} flat groups resampled per step)"
+                      if g.resample_flat_groups else ""), trials=grpo_trials + gate_n,
                   model_turns=(grpo_trials + gate_n) * turns, optimizer_steps=grpo_steps,
                   skipped=not g.enabled),
         PlanStage(name="final", what=f"post-trained model on {H} held-out tasks x {k} samples",

@@ -230,6 +230,12 @@ class GrpoSection(_Section):
     steps: int | None = Field(default=None, ge=1, description="Optimizer steps (overrides epochs)")
     epochs: float = Field(default=1.0, gt=0, description="Passes over the training tasks")
     tasks_per_step: int = Field(default=4, ge=1, description="Task groups per optimizer step")
+    resample_flat_groups: int = Field(
+        default=0, ge=0,
+        description="Flat groups (every reward equal: no signal) replaced per step by a group "
+        "on another training task (DAPO's dynamic sampling); costs up to this many groups' "
+        "rollouts more per step. 0: flat groups are only dropped",
+    )
     per_device_batch_size: int = Field(
         default=0, ge=0, description="Episodes per forward pass; 0 means one whole group"
     )

@@ -342,7 +342,8 @@ class Steps:
             lambda job: self.run_job(job, executor=self.in_process)),
                                settings=settings, num_generations=cfg.num_generations,
                                max_completion_length=cfg.max_completion_length,
-                               concurrency=self.r.runtime.concurrency, seed=self.r.runtime.seed)
+                               concurrency=self.r.runtime.concurrency, seed=self.r.runtime.seed,
+                               resample_flat=cfg.resample_flat_groups)
         metrics = run_grpo(model_location=sft_policy, model_section=self.r.model, cfg=cfg,
                            rollout=rollout, task_names=[t.name for t in tasks],
                            work_dir=ctx.work_dir, device=self.device, seed=self.r.runtime.seed,
