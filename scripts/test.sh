@@ -8,4 +8,6 @@ eval "$(scripts/services.sh)"
 export ARENA_REQUIRE_ALL_BACKENDS=${ARENA_REQUIRE_ALL_BACKENDS:-1}
 .venv/bin/ruff check src tests
 .venv/bin/mypy
-exec .venv/bin/python -m pytest -n 2 "$@"
+# loadgroup: tests marked with one xdist_group run on one worker, in order (the micro
+# protocol resumes the micro demo's run).
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

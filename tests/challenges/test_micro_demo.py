@@ -4,7 +4,6 @@ controls (`--compare`) with the ordering a trustworthy measurement must show."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,26 @@ from posttrain_arena.challenges.micro import (
 )
 from posttrain_arena.cli.main import app
 
-pytestmark = [pytest.mark.slow, pytest.mark.bwrap]
+# One xdist worker runs both tests, in order: the protocol resumes the demo's relevant run
+# (scripts/test.sh schedules with --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.bwrap, pytest.mark.xdist_group("micro-demo")]
 
 SHAPE = {"collection", "base_rate", "final_rate", "delta_pp", "ci95_low_pp", "ci95_high_pp",
          "p_value", "tasks", "samples_per_task", "run_dir", "seconds", "after_sft_rate",
          "grpo_delta_pp", "grpo_ci95_low_pp", "grpo_ci95_high_pp"}
 
 
-def test_demo_learns_from_the_relevant_collection(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One micro work dir for the module. The protocol's relevant run is the demo's: run
+    stages are content-addressed, so `--resume` reuses each finished stage whose inputs are
+    the same and redoes any whose inputs differ (run alone, the protocol test runs it all)."""
+    return tmp_path_factory.mktemp("demo") / "micro"
+
+
+def test_demo_learns_from_the_relevant_collection(workdir: Path) -> None:
     result = CliRunner().invoke(app, ["demo", "--json", "--seed", "0",
-                                      "--workdir", str(tmp_path / "micro")])
+                                      "--workdir", str(workdir)])
     assert result.exit_code == 0, result.output
     scores = json.loads(result.stdout)  # stdout holds the JSON alone
     assert set(scores) == {RELEVANT}
@@ -46,7 +55,7 @@ def test_demo_learns_from_the_relevant_collection(tmp_path: Path) -> None:
     assert "'loss'" not in result.stdout
     # ...and what libraries print while the challenge is built (a fresh base is saved and
     # loaded for pretraining) went to the build's log.
-    assert (tmp_path / "micro" / "build.log").is_file()
+    assert (workdir / "build.log").is_file()
     assert "Loading weights" not in result.output
     # The base is pretrained on generic shell use: it solves some suite tasks before
     # any training (a blank base would score 0 and no control could fail).
@@ -60,12 +69,9 @@ def test_demo_learns_from_the_relevant_collection(tmp_path: Path) -> None:
     assert relevant["final_rate"] > relevant["base_rate"], relevant
 
 
-@pytest.mark.skipif(os.environ.get("ARENA_PROTOCOL_TEST") != "1",
-                    reason="five full runs (about 5x the single demo); set "
-                    "ARENA_PROTOCOL_TEST=1 to run the protocol of controls")
-def test_protocol_of_controls_orders_as_expected(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["demo", "--compare", "--json", "--seed", "0",
-                                      "--workdir", str(tmp_path / "micro")])
+def test_protocol_of_controls_orders_as_expected(workdir: Path) -> None:
+    result = CliRunner().invoke(app, ["demo", "--compare", "--resume", "--json", "--seed", "0",
+                                      "--workdir", str(workdir)])
     assert result.exit_code == 0, result.output
     s = json.loads(result.stdout)
     assert tuple(s) == CONTROLS and all(set(v) == SHAPE for v in s.values())
@@ -77,4 +83,4 @@ def test_protocol_of_controls_orders_as_expected(tmp_path: Path) -> None:
     assert a["ci95_low_pp"] <= b["delta_pp"] <= a["ci95_high_pp"], (a, b)
     assert b["ci95_low_pp"] <= a["delta_pp"] <= b["ci95_high_pp"], (a, b)
     for plot in ("intervals.png", "intervals.svg"):
-        assert (tmp_path / "micro" / plot).is_file()
+        assert (workdir / plot).is_file()
