@@ -5,6 +5,9 @@ Kept apart from the stages so that `plan` and `validate` never import torch.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,25 @@ def pick_device(preference: str) -> str:
     if preference == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("[runtime] device = 'cuda' but no CUDA device is visible; use 'auto'")
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@contextmanager
+def cpu_threads(n: int) -> Iterator[None]:
+    """torch's intra-op CPU threads set to `n` inside the block, restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
 
 
 def torch_dtype(name: str, device: str) -> Any:

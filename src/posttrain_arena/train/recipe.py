@@ -287,6 +287,11 @@ class RuntimeSection(_Section):
         description="CPU threads torch may use; 0 = 1 on CPU (small models on shared cores "
         "run far faster single-threaded), torch's default on GPU hosts",
     )
+    train_threads: int = Field(
+        default=0, ge=0,
+        description="CPU threads torch may use for SFT, which runs no trial beside it; "
+        "0 = every core this process may use (CPU only)",
+    )
     policy_endpoint: str | None = Field(
         default=None,
         description="OpenAI-compatible server (vLLM) that serves the policy for evaluation",
