@@ -96,3 +96,74 @@ def test_changed_inputs_recompute_that_stage_and_everything_after(tmp_path: Path
     _run(tmp_path, calls, config="c2")
     assert calls == ["first", "second", "third"]
     assert (tmp_path / "stages" / "first" / "out.txt").read_text() == "c2"
+
+
+def _shared_graph(calls: list[str], collection: str, base: str = "b1") -> list[Stage]:
+    """snapshot (collection + base) -> baseline (depends on the base only) -> train."""
+
+    def snapshot(ctx: StageContext) -> dict[str, Any]:
+        (ctx.work_dir / "collection.txt").write_text(collection)
+        return {"base": base, "collection": collection}
+
+    def baseline(ctx: StageContext) -> dict[str, Any]:
+        calls.append("baseline")
+        (ctx.work_dir / "eval.json").write_text(json.dumps({"base": base, "calls": len(calls)}))
+        return {"pass_rate": 0.5}
+
+    def train(ctx: StageContext) -> dict[str, Any]:
+        calls.append("train")
+        return {"eval": (ctx.output_of("baseline") / "eval.json").read_text()}
+
+    return [Stage("snapshot", snapshot, "s"),
+            Stage("baseline", baseline, "b", reads=("snapshot",),
+                  depends_on=lambda records: {"base": records["snapshot"].summary["base"]}),
+            Stage("train", train, "t", reads=("snapshot", "baseline"))]
+
+
+def _shared_run(run_dir: Path, shared: Path | None, calls: list[str], collection: str,
+                base: str = "b1") -> tuple[StageRunner, list[StageEvent]]:
+    seen: list[StageEvent] = []
+    runner = StageRunner(run_dir, progress=seen.append, shared=shared)
+    for stage in _shared_graph(calls, collection, base):
+        runner.run(stage)
+    return runner, seen
+
+
+def test_runs_share_a_stage_that_depends_on_what_they_have_in_common(tmp_path: Path) -> None:
+    shared, calls = tmp_path / "shared", []
+    first, _ = _shared_run(tmp_path / "run-a", shared, calls, collection="a")
+    assert calls == ["baseline", "train"]
+    calls.clear()
+    second, seen = _shared_run(tmp_path / "run-b", shared, calls, collection="b")
+    assert calls == ["train"]  # another collection, the same base: the baseline is taken
+    assert second.records["baseline"] == first.records["baseline"]
+    assert (tmp_path / "run-b" / "stages" / "baseline" / "eval.json").read_text() == (
+        tmp_path / "run-a" / "stages" / "baseline" / "eval.json").read_text()
+    taken = [e for e in seen if e.stage == "baseline"]
+    assert [e.status for e in taken] == ["skip"] and "another run" in taken[0].message
+    # What the stage depends on changed: measured again, and published beside the first.
+    calls.clear()
+    _shared_run(tmp_path / "run-c", shared, calls, collection="a", base="b2")
+    assert calls == ["baseline", "train"]
+    assert len(list((shared / "baseline").iterdir())) == 2
+
+
+def test_a_shared_copy_whose_files_changed_is_not_taken(tmp_path: Path) -> None:
+    shared, calls = tmp_path / "shared", []
+    _shared_run(tmp_path / "run-a", shared, calls, collection="a")
+    (copy,) = (shared / "baseline").iterdir()
+    (copy / "eval.json").write_text(json.dumps({"base": "b1", "pass_rate": 1.0}))
+    calls.clear()
+    _shared_run(tmp_path / "run-b", shared, calls, collection="b")
+    assert calls == ["baseline", "train"]  # measured, not the edited copy
+    assert json.loads((tmp_path / "run-b" / "stages" / "baseline" / "eval.json")
+                      .read_text())["calls"] == 1
+
+
+def test_stages_without_depends_on_are_never_shared(tmp_path: Path) -> None:
+    shared, calls = tmp_path / "shared", []
+    _shared_run(tmp_path / "run-a", shared, calls, collection="a")
+    assert sorted(p.name for p in shared.iterdir()) == ["baseline"]
+    calls.clear()
+    _shared_run(tmp_path / "run-b", None, calls, collection="b")
+    assert calls == ["baseline", "train"]  # no shared folder: nothing is taken

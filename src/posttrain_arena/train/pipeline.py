@@ -16,11 +16,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from posttrain_arena.train.plan import Plan, plan
 from posttrain_arena.train.recipe import Recipe, RecipeError, is_remote
 from posttrain_arena.train.score import Score
-from posttrain_arena.train.stages import Progress, Stage, StageRunner, no_progress
+from posttrain_arena.train.stages import (
+    Progress,
+    Stage,
+    StageRecord,
+    StageRunner,
+    no_progress,
+)
 from posttrain_arena.trial.executor import TrialExecutor
 
 __all__ = ["Plan", "Score", "launch_problems", "plan", "run_dir_for", "run_recipe",
@@ -55,12 +62,16 @@ def run_recipe(
     dry_run: bool = False,
     progress: Progress = no_progress,
     executor: TrialExecutor | None = None,
+    shared: Path | None = None,
 ) -> Score:
     """Run (or, with `dry_run`, only check and plan) a recipe; returns the score.
 
     A crash leaves the run folder resumable: call again with `resume=True`.
     `executor`: where evaluation and teacher trials run (default: this process); the
     journals stay in the run folder, so a run resumes whatever executor ran it before.
+    `shared`: a folder the runs of one challenge share, so that the baseline (the base
+    model on the suite, which no collection changes) is measured once for all of them
+    whose base model, suite, agent and runtime sections are the same.
     """
     the_plan = plan(recipe)
     problems = launch_problems(recipe)
@@ -70,7 +81,7 @@ def run_recipe(
     if problems:
         raise RecipeError("the recipe cannot launch here:\n" + "\n".join(problems))
     _run_graph(recipe, run_dir, the_plan, resume=resume, progress=progress, until=None,
-               executor=executor)
+               executor=executor, shared=shared)
     return Score.model_validate_json((run_dir / "stages" / "score" / "score.json").read_text())
 
 
@@ -84,19 +95,19 @@ def run_until(recipe: Recipe, stage: str, *, run_dir: Path, resume: bool = True,
     if problems:
         raise RecipeError("the recipe cannot launch here:\n" + "\n".join(problems))
     _run_graph(recipe, run_dir, plan(recipe), resume=resume, progress=progress, until=stage,
-               executor=executor)
+               executor=executor, shared=None)
     return run_dir / "stages" / stage
 
 
 def _run_graph(recipe: Recipe, run_dir: Path, the_plan: Plan, *, resume: bool,
                progress: Progress, until: str | None,
-               executor: TrialExecutor | None) -> None:
+               executor: TrialExecutor | None, shared: Path | None) -> None:
     from posttrain_arena.train.steps import Steps
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "recipe.json").write_text(json.dumps(recipe.model_dump(mode="json"), indent=2))
     (run_dir / "plan.json").write_text(the_plan.model_dump_json(indent=2))
-    runner = StageRunner(run_dir, progress=progress, resume=resume)
+    runner = StageRunner(run_dir, progress=progress, resume=resume, shared=shared)
     steps = Steps(recipe, run_dir, runner, executor)
     r = recipe
     graph = [
@@ -105,7 +116,7 @@ def _run_graph(recipe: Recipe, run_dir: Path, the_plan: Plan, *, resume: bool,
         Stage("eligibility", steps.eligibility, r.section_hash("task_gates", "agent", "runtime"),
               reads=("snapshot", "leakage")),
         Stage("baseline", steps.baseline, r.section_hash("agent", "runtime"),
-              reads=("snapshot",)),
+              reads=("snapshot",), depends_on=_base_and_suite),
         Stage("teacher", steps.teacher, r.section_hash("teacher", "agent", "runtime"),
               reads=("snapshot", "leakage", "eligibility")),
         Stage("sft", steps.sft, r.section_hash("sft", "runtime"),
@@ -132,3 +143,13 @@ def _run_graph(recipe: Recipe, run_dir: Path, the_plan: Plan, *, resume: bool,
     finally:
         steps.close()
 
+
+def _base_and_suite(records: dict[str, StageRecord]) -> dict[str, Any]:
+    """What the baseline depends on besides its sections: the base model and the suite,
+    not the collection (so every collection's run of a challenge shares one baseline),
+    and the code that measures it."""
+    from posttrain_arena import __version__
+
+    snap = records["snapshot"].summary
+    return {"model": snap["model"], "suite": snap["suite"]["content_hash"],
+            "package": __version__}

@@ -7,6 +7,13 @@ done-marker with the same input hash; a stage whose inputs changed is redone, an
 stage after it too, because a stage's input hash includes the output hashes of the
 stages it reads. A crash leaves `<name>.partial/` behind: long stages keep checkpoints
 there, so the rerun continues where the crash left them.
+
+A stage with `depends_on` is keyed on that digest of its upstream (say, the base model's
+and the suite's content hashes) instead of their whole outputs, and runs that share a
+folder (`StageRunner(shared=...)`) share its result: the first run to finish it publishes
+a copy there under its input hash, and a later run with the same input hash takes that
+copy, after checking that its files still hash to the recorded output hash, instead of
+computing it again. The runs of one challenge share their baseline evaluation this way.
 """
 
 from __future__ import annotations
@@ -95,6 +102,9 @@ class Stage:
     config_hash: str
     reads: tuple[str, ...] = ()  # upstream stage names whose outputs this stage reads
     version: str = "1"  # bump when the stage's code changes what it produces
+    depends_on: Callable[[dict[str, StageRecord]], Any] | None = None
+    """What of the upstream records the output depends on (JSON-able); when set, the input
+    hash covers this instead of the upstream output hashes, and the result is shareable."""
 
 
 def hash_json(data: Any) -> str:
@@ -133,18 +143,64 @@ def read_record(stage_dir: Path) -> StageRecord | None:
 class StageRunner:
     """Runs stages in order under `run_dir/stages`, skipping those already done."""
 
-    def __init__(self, run_dir: Path, *, progress: Progress = no_progress, resume: bool = True):
+    def __init__(self, run_dir: Path, *, progress: Progress = no_progress, resume: bool = True,
+                 shared: Path | None = None):
+        """`shared`: a folder where results of stages with `depends_on` are published and
+        looked up by input hash (None: nothing is shared)."""
         self.run_dir = run_dir
         self.stages_dir = run_dir / "stages"
         self.progress = progress
         self.resume = resume
+        self.shared = shared
         self.records: dict[str, StageRecord] = {}
         self.computed: list[str] = []  # stages run (not skipped) in this invocation
 
     def input_hash(self, stage: Stage) -> str:
-        upstream = {name: self.records[name].output_hash for name in stage.reads}
-        return hash_json({"stage": stage.name, "version": stage.version,
-                          "config": stage.config_hash, "upstream": upstream})
+        records = {name: self.records[name] for name in stage.reads}
+        upstream = (stage.depends_on(records) if stage.depends_on is not None
+                    else {name: rec.output_hash for name, rec in records.items()})
+        key = {"stage": stage.name, "version": stage.version, "config": stage.config_hash,
+               "upstream": upstream}
+        if stage.depends_on is not None:  # never equal to a hash of upstream outputs
+            key["keyed"] = "depends_on"
+        return hash_json(key)
+
+    def _shared_copy(self, stage: Stage, want: str) -> Path | None:
+        if self.shared is None or stage.depends_on is None:
+            return None
+        return self.shared / stage.name / want.removeprefix("sha256:")
+
+    def _take_shared(self, stage: Stage, want: str, final: Path) -> StageRecord | None:
+        """The shared result for this input hash, copied into the run; None when there is
+        none, or when its files no longer hash to what it recorded (then it is ignored)."""
+        source = self._shared_copy(stage, want)
+        record = read_record(source) if source is not None else None
+        if source is None or record is None or record.input_hash != want:
+            return None
+        if hash_json({"files": dir_hash(source), "summary": record.summary}) != (
+                record.output_hash):
+            return None
+        taking = final.with_name(f"{stage.name}.shared-{os.getpid()}")
+        shutil.rmtree(taking, ignore_errors=True)
+        shutil.copytree(source, taking)
+        if final.exists():
+            shutil.rmtree(final)
+        taking.replace(final)
+        return record
+
+    def _publish(self, stage: Stage, want: str, final: Path) -> None:
+        """Copy a finished shareable stage to the shared folder (first finisher wins)."""
+        target = self._shared_copy(stage, want)
+        if target is None or target.exists():
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(final, staging)
+        try:
+            staging.rename(target)  # atomic; fails when another run published first
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def run(self, stage: Stage) -> StageRecord:
         """Run one stage (or reuse its finished output); returns its record."""
@@ -161,6 +217,13 @@ class StageRunner:
             self.progress(StageEvent(stage=stage.name, status="skip",
                                      message="already done with the same inputs"))
             return record
+        shared = self._take_shared(stage, want, final)
+        if shared is not None:
+            self.records[stage.name] = shared
+            self.progress(StageEvent(stage=stage.name, status="skip",
+                                     message="the same inputs were measured by another run "
+                                     f"({self._shared_copy(stage, want)})"))
+            return shared
         if final.exists():  # stale output (inputs changed, or no resume): redo it
             shutil.rmtree(final)
         resumed = False
@@ -195,6 +258,7 @@ class StageRunner:
         partial.replace(final)
         self.records[stage.name] = record
         self.computed.append(stage.name)
+        self._publish(stage, want, final)
         self.progress(StageEvent(stage=stage.name, status="done",
                                  message=f"{record.seconds:.1f}s"))
         return record

@@ -3,7 +3,9 @@
 Builds the challenge into a work directory (deterministic from the seed), runs the micro
 recipe on the relevant collection (and, with `compare`, the whole protocol of controls:
 relevant, relevant with another seed, partial, broken verifiers, off-topic) with the real
-pipeline (`train.pipeline.run_recipe`), and returns each control's score. What libraries
+pipeline (`train.pipeline.run_recipe`), and returns each control's score. The controls
+share one baseline evaluation (same base model, suite, agent and runtime), measured by the
+first run; the A/A control's runtime seed differs, so it measures its own. What libraries
 print goes to `build.log` in the work directory while the challenge is built and to the
 run's `run.log` during a run; the caller's progress sink sees stages and steps.
 """
@@ -76,9 +78,15 @@ def _with_backend(recipe: Recipe, backend: str) -> Recipe:
     return recipe.model_copy(update={"runtime": runtime})
 
 
+def shared_stages(ch: MicroChallenge) -> Path:
+    """Where the challenge's runs share what no collection changes (the baseline)."""
+    return Path(ch.root) / "runs" / ".shared"
+
+
 def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local",
                    resume: bool = False, progress: Progress = no_progress) -> CollectionScore:
-    """Run the micro recipe on one collection of a built challenge; return its score."""
+    """Run the micro recipe on one collection of a built challenge; return its score. The
+    baseline is taken from another run of the challenge when one measured it already."""
     from posttrain_arena.train.pipeline import run_recipe
     from posttrain_arena.train.recipe import load_recipe
 
@@ -90,7 +98,8 @@ def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local
 
     start = time.monotonic()
     with library_output_to(run_dir / "run.log"):
-        score = run_recipe(recipe, run_dir=run_dir, resume=resume, progress=progress)
+        score = run_recipe(recipe, run_dir=run_dir, resume=resume, progress=progress,
+                           shared=shared_stages(ch))
     if score.base is None or score.final is None or score.change is None:
         raise RuntimeError(f"{run_dir}: the run finished without a score ({score.status})")
     g = score.grpo_change
@@ -118,6 +127,8 @@ def run_demo(workdir: Path | str | None = None, *, seed: int = 0, compare: bool 
     with library_output_to(root / "build.log"):
         ch = build_micro(root, seed=seed, progress=progress)
     progress(StageEvent(stage="build", status="done", message=f"suite {ch.suite_hash[:19]}"))
+    if not resume:  # starting over: nothing measured by an earlier invocation is reused
+        shutil.rmtree(shared_stages(ch), ignore_errors=True)
     scores: dict[str, CollectionScore] = {}
     for name in CONTROLS if compare else (RELEVANT,):
         scores[name] = run_collection(ch, name, backend=backend, resume=resume,
