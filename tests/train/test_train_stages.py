@@ -134,8 +134,11 @@ def test_runs_share_a_stage_that_depends_on_what_they_have_in_common(tmp_path: P
     first, _ = _shared_run(tmp_path / "run-a", shared, calls, collection="a")
     assert calls == ["baseline", "train"]
     calls.clear()
+    interrupted = tmp_path / "run-b" / "stages" / "baseline.partial"
+    interrupted.mkdir(parents=True)  # run-b had begun its own baseline and died
     second, seen = _shared_run(tmp_path / "run-b", shared, calls, collection="b")
     assert calls == ["train"]  # another collection, the same base: the baseline is taken
+    assert not interrupted.exists()
     assert second.records["baseline"] == first.records["baseline"]
     assert (tmp_path / "run-b" / "stages" / "baseline" / "eval.json").read_text() == (
         tmp_path / "run-a" / "stages" / "baseline" / "eval.json").read_text()

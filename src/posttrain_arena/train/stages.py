@@ -219,6 +219,7 @@ class StageRunner:
             return record
         shared = self._take_shared(stage, want, final)
         if shared is not None:
+            shutil.rmtree(partial, ignore_errors=True)  # an interrupted attempt of its own
             self.records[stage.name] = shared
             self.progress(StageEvent(stage=stage.name, status="skip",
                                      message="the same inputs were measured by another run "
