@@ -7,11 +7,13 @@ backend, in the same process. Prints wall-clock per configuration, the ratio
 agent / oracle (target <= 1.2x) and the agent loop's own overhead per turn: the agent
 phase's time minus the time spent in the model and in shell commands (target < 10 ms).
 
-With `--micro-jobs J` it then evaluates the micro challenge's suite (its random-weight
-tiny model, loaded in this process, with the micro recipe's agent settings) at J
-concurrent trials, twice per round in ABBA order: turns batched across trials
-(`BatchedGenerator`) and turns generated one at a time under a lock (the old path), and
-prints episodes per minute of each and their ratio.
+With `--micro-jobs J` it then evaluates the micro challenge's suite (its tiny pretrained
+model, loaded in this process, with the micro recipe's agent settings) at J concurrent
+trials, three ways per round, the order reversed every other round: turns batched across
+trials (`BatchedGenerator`), the same batcher with a cache that never narrows (as it was
+before it cut padding columns when rows leave), and turns generated one at a time under a
+lock (the old path); it prints episodes per minute of each, their ratios, and how much of
+the cache the batched passes read was padding.
 
     .venv/bin/python benchmarks/bench_eval.py [--tasks 100] [--backend local]
     .venv/bin/python benchmarks/bench_eval.py --jobs '' --micro-jobs 8
@@ -20,6 +22,7 @@ prints episodes per minute of each and their ratio.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -160,6 +163,8 @@ def micro_rows(workdir: Path, runner: TrialRunner, jobs: int, k: int, repeat: in
     settings = AgentSettings(max_turns=3, max_new_tokens=48, max_tokens=3 * 48,
                              temperature=0.7)
     models = {"batched": TransformersChatModel.from_pretrained(built.model, device="cpu"),
+              "never narrowed": TransformersChatModel.from_pretrained(built.model,
+                                                                      device="cpu"),
               "one-at-a-time": TransformersChatModel.from_pretrained(built.model, device="cpu",
                                                                      max_batch=None)}
     episodes = len(suite.tasks) * k
@@ -167,7 +172,10 @@ def micro_rows(workdir: Path, runner: TrialRunner, jobs: int, k: int, repeat: in
     for round_ in range(repeat):
         for side in list(models) if round_ % 2 == 0 else list(models)[::-1]:
             t0 = time.perf_counter()
-            evaluate(suite, model_agents(models[side], settings), k=k, jobs=jobs, runner=runner)
+            with _cache_never_narrowed() if side == "never narrowed" else (
+                    contextlib.nullcontext()):
+                evaluate(suite, model_agents(models[side], settings), k=k, jobs=jobs,
+                         runner=runner)
             best[side] = min(best[side], time.perf_counter() - t0)
             load = os.getloadavg()[0]
             print(f"  round {round_} {side:>13}: {time.perf_counter() - t0:6.1f} s "
@@ -178,7 +186,26 @@ def micro_rows(workdir: Path, runner: TrialRunner, jobs: int, k: int, repeat: in
     for side, sec in best.items():
         print(f"  {side:>13}: {60 * episodes / sec:7.1f} episodes/min ({sec:.1f} s)")
     print(f"  batched / one-at-a-time: {best['one-at-a-time'] / best['batched']:.2f}x; "
+          f"batched / never narrowed: {best['never narrowed'] / best['batched']:.2f}x; "
           f"mean rows per forward pass {batcher.stats.mean_rows if batcher else 0:.1f}")
+    for side in ("batched", "never narrowed"):
+        stats = models[side].batcher.stats  # type: ignore[union-attr]
+        print(f"  {side:>14}: {stats.padding / stats.cells if stats.cells else 0:.0%} of the "
+              "cache cells the passes read were padding")
+
+
+@contextlib.contextmanager
+def _cache_never_narrowed() -> Any:
+    """The batcher as it was before it cut padding columns when rows leave (the baseline
+    of that change): its cache only widens while requests keep arriving."""
+    from posttrain_arena.models import batching
+
+    keep = batching._Rows.trim
+    batching._Rows.trim = lambda self: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        batching._Rows.trim = keep  # type: ignore[method-assign]
 
 
 def collector(out: list[dict[str, Any]]) -> Progress:
