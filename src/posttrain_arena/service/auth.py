@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import BadRequest, Conflict, Forbidden, Unauthorized
-from posttrain_arena.service.models import ApiToken, User
+from posttrain_arena.service.models import USER_NAME_MAX, ApiToken, User
 
 TOKEN_PREFIX = "arena_"
 
@@ -183,7 +183,7 @@ class HuggingFaceWhoami:
         if not isinstance(name, str) or not name:
             return None
         ident = f"hf{EXTERNAL_SEPARATOR}{name}"
-        if len(ident) > 100:  # longer than a user name may be: no identity, not a 500
+        if len(ident) > USER_NAME_MAX:  # longer than a user name may be: not a 500
             return None
         return ExternalIdentity(external_id=ident, name=ident)
 

@@ -30,11 +30,15 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: DateTime()}
 
 
+USER_NAME_MAX = 100
+"""Longest user name the users table holds (local names and `hf:NAME` alike)."""
+
+
 class User(Base):
     __tablename__ = "users"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(100), unique=True)
+    name: Mapped[str] = mapped_column(String(USER_NAME_MAX), unique=True)
     role: Mapped[str] = mapped_column(String(20))
     external_id: Mapped[str | None] = mapped_column(String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

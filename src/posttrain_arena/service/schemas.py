@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from posttrain_arena.service.models import USER_NAME_MAX
+
 
 class _Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
@@ -23,7 +25,7 @@ class UserOut(_Out):
 
 
 class UserCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=100, description="Unique user name")
+    name: str = Field(min_length=1, max_length=USER_NAME_MAX, description="Unique user name")
     role: str = Field(default="participant", description="participant, editor or admin")
 
 
