@@ -227,7 +227,7 @@ class AgentRollout:
             reward = ep.reward
             if reward is None:
                 s.infra_failures += 1
-            if t is None or not t.turns or not t.token_ids:
+            if t is None or not _has_token_view(t):  # (None spelled out for mypy)
                 if reward is not None:
                     s.token_view_missing += 1
                     reward = None
@@ -266,10 +266,14 @@ class AgentRollout:
         return out
 
 
+def _has_token_view(t: Transcript | None) -> bool:
+    """There is a transcript and it holds the exact tokens GRPO trains on."""
+    return t is not None and bool(t.turns) and bool(t.token_ids)
+
+
 def _scorable(ep: Episode) -> float | None:
     """The episode's reward as the update sees it: None without a token view."""
-    t = ep.transcript
-    return ep.reward if t is not None and t.turns and t.token_ids else None
+    return ep.reward if _has_token_view(ep.transcript) else None
 
 
 def _flat_rewards(rewards: Sequence[float | None]) -> bool:
