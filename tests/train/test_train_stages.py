@@ -170,3 +170,23 @@ def test_stages_without_depends_on_are_never_shared(tmp_path: Path) -> None:
     calls.clear()
     _shared_run(tmp_path / "run-b", None, calls, collection="b")
     assert calls == ["baseline", "train"]  # no shared folder: nothing is taken
+
+
+def test_the_pipelines_baseline_key_covers_the_base_and_the_suite_not_the_collection() -> None:
+    """A shared baseline is only as honest as its key: another base model or suite must
+    measure its own, another collection must not matter."""
+    from posttrain_arena.train.pipeline import _base_and_suite
+    from posttrain_arena.train.stages import StageRecord
+
+    def snapshot(collection: str, suite: str, model: str) -> dict[str, StageRecord]:
+        summary = {"collection": {"content_hash": collection},
+                   "suite": {"content_hash": suite},
+                   "model": {"id": "m", "revision": None, "content_hash": model,
+                             "location": "/m"}}
+        return {"snapshot": StageRecord(name="snapshot", input_hash="i", output_hash=collection,
+                                        summary=summary, started_at=0, finished_at=0)}
+
+    key = _base_and_suite(snapshot("c1", "s1", "m1"))
+    assert _base_and_suite(snapshot("c2", "s1", "m1")) == key
+    assert _base_and_suite(snapshot("c1", "s2", "m1")) != key
+    assert _base_and_suite(snapshot("c1", "s1", "m2")) != key
