@@ -10,8 +10,8 @@ an honest empty trial's, and must not reach the host.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,15 +26,14 @@ from posttrain_arena.trial.runner import TrialRunner
 from .taskkit import make_task
 
 Factory = Callable[..., TrialRunner]
-MARK = str(20000 + os.getpid() % 40000)
 
 TEST_OUTPUTS = '''\
 import os, pathlib, subprocess, sys
 
 def test_solution_prints_the_secret():
     expected = (pathlib.Path(__file__).parent / "expected.txt").read_text().strip()
-    run = subprocess.run([sys.executable, "/root/solution.py"], capture_output=True,
-                         text=True, timeout=30)
+    run = subprocess.run([sys.executable, "/root/solution.py", "{token}"],
+                         capture_output=True, text=True, timeout=30)
     print(run.stdout)
     assert run.stdout.strip().splitlines()[-1:] == [expected]
 '''
@@ -128,9 +127,12 @@ print("wrong")
 }
 
 
-def _verifier_task(root: Path, isolation: str) -> TaskPackage:
+def _verifier_task(root: Path, isolation: str, token: str = "") -> TaskPackage:
+    """The verifier runs `/root/solution.py <token>`: its processes carry the token in
+    their command line (forks keep it), so a test finds its own leftovers and not another
+    worker's trials of this module."""
     make_task(root, verifier="sh", isolation=isolation)
-    (root / "verifier" / "test_outputs.py").write_text(TEST_OUTPUTS)
+    (root / "verifier" / "test_outputs.py").write_text(TEST_OUTPUTS.replace("{token}", token))
     (root / "verifier" / "test.sh").write_text(TEST_SH)
     secret = (root / "verifier" / "expected.txt").read_text().strip()
     (root / "oracle" / "solve.sh").write_text(
@@ -159,7 +161,8 @@ def test_agent_code_run_by_the_verifier_earns_nothing(
 ) -> None:
     canary = tmp_path / "host-canary.txt"
     canary.write_text("untouched\n")
-    task = _verifier_task(tmp_path / "task", isolation)
+    token = uuid.uuid4().hex
+    task = _verifier_task(tmp_path / "task", isolation, token)
     runner = runner_factory(backend_name)
     empty = runner.run(task, EmptyAgent())
     attack = runner.run(task, _agent(tmp_path, PAYLOADS[payload], canary), agent_timeout=60)
@@ -175,7 +178,7 @@ def test_agent_code_run_by_the_verifier_earns_nothing(
     record = Path(attack.record_dir or "") / "verifier"
     for entry in record.iterdir():
         assert not entry.is_symlink(), f"{entry} is a link in the record"
-    leftovers = subprocess.run(["pgrep", "-f", "solution.py"], capture_output=True)
+    leftovers = subprocess.run(["pgrep", "-f", f"solution.py {token}"], capture_output=True)
     assert leftovers.stdout.strip() == b"", "a process outlived its trial"
 
 
