@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from pathlib import Path
 
@@ -83,18 +84,20 @@ def test_a_callable_stdin_that_raises_kills_the_command_before_it_reads_eof(
 
 
 def test_timeout_kills_the_whole_tree(session: Session) -> None:
-    cmd = "sleep 4242 & setsid sleep 4343 & (sleep 4444 &); sleep 4545"
+    # durations no other test uses: the host check below sees every worker's processes
+    a, b, c, d = (secrets.randbelow(10**9) + 10**9 for _ in range(4))
+    cmd = f"sleep {a} & setsid sleep {b} & (sleep {c} &); sleep {d}"
     r = session.exec(cmd, timeout=1)
     assert r.timed_out and r.exit_code != 0
     procs = session.exec(LIST_PROCS).stdout
-    assert not any(f"sleep {n}" in procs for n in (4242, 4343, 4444, 4545)), procs
+    assert not any(f"sleep {n}" in procs for n in (a, b, c, d)), procs
     # nothing escaped to the host either (the local backend's processes are host processes)
     host = " ".join(
         Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
         for p in os.listdir("/proc")
         if p.isdigit() and os.path.exists(f"/proc/{p}/cmdline")
     )
-    assert "4343" not in host.replace("\0", " ")
+    assert f"sleep {b}" not in host.replace("\0", " ")
 
 
 def test_kill_all_ends_background_processes(session: Session) -> None:

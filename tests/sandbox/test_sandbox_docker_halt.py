@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import secrets
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -48,12 +49,13 @@ def session(docker_backend: DockerBackend, context_dir: Path) -> Iterator[Docker
 def test_halt_ends_every_process_and_keeps_the_files(
     session: DockerSession, tmp_path: Path
 ) -> None:
+    n = secrets.randbelow(10**9) + 10**9  # no other test's processes match it on the host
     started = session.exec(
-        "echo state > /root/out.txt; (setsid sleep 4242 &); nohup sleep 4242 >/dev/null 2>&1 &"
-        " sleep 0.2; " + COUNT.format(4242), timeout=30)
+        f"echo state > /root/out.txt; (setsid sleep {n} &); nohup sleep {n} >/dev/null 2>&1 &"
+        " sleep 0.2; " + COUNT.format(n), timeout=30)
     assert started.exit_code == 0 and int(started.stdout.split()[-1]) == 2
     session.halt()
-    on_host = subprocess.run(["pgrep", "-f", "^sleep 4242"], capture_output=True, text=True)
+    on_host = subprocess.run(["pgrep", "-f", f"^sleep {n}"], capture_output=True, text=True)
     assert on_host.stdout.strip() == ""
     state = session.api.inspect_container(session.container)["State"]
     assert state["Running"] is False  # PID 1 died, and the kernel took the rest with it
