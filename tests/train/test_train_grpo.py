@@ -168,6 +168,23 @@ def test_resampling_stops_at_the_budget_and_keeps_a_flat_group_out(tiny_model: P
     assert again.stats.resampled_groups == 0 and again.stats.zero_variance_groups == 1
 
 
+def test_a_group_lost_to_the_sandbox_is_replaced_counted_and_not_called_flat(
+    tiny_model: Path,
+) -> None:
+    """Episodes that failed on infrastructure are counted even when their group is
+    replaced, and such a group does not mark its task as flat (nothing was scored)."""
+    lost = lambda t, n: None  # noqa: E731
+    rewards = {"lost": lost, "varied": _alternating, "other-varied": _alternating}
+    seeds: list[int] = []
+    rollout, trainer = _resampling(tiny_model, rewards, budget=1, seeds=seeds)
+    out = rollout(["lost", "lost", "varied", "varied"], trainer)
+    assert rollout.stats.resampled_groups == 1
+    assert sorted(set(out["task"])) == ["other-varied", "varied"]
+    assert rollout.stats.infra_failures == 2  # the replaced group's two lost episodes
+    assert "lost" not in rollout.flat_tasks
+    assert rollout.stats.episodes == 6 == len(seeds)
+
+
 @pytest.mark.slow
 def test_grpo_moves_the_adapter_and_drops_flat_groups(tiny_model: Path, tmp_path: Path) -> None:
     tasks = {"varied": _Task("varied", "write hello to out.txt"),

@@ -193,7 +193,10 @@ class AgentRollout:
         order = random.Random(self.seed * 1_000_003 + step)
         while True:
             flat = [g for g in range(0, len(episodes), G) if _flat(episodes[g : g + G])]
-            self.flat_tasks.update(episodes[g].task for g in flat)
+            # A group with no scorable episode says nothing about its task (the sandbox
+            # failed, not the task): it is replaced, but its task may be drawn again.
+            self.flat_tasks.update(episodes[g].task for g in flat
+                                   if any(_scorable(ep) is not None for ep in episodes[g : g + G]))
             fresh = sorted(set(self.tasks) - used - self.flat_tasks)
             order.shuffle(fresh)
             swaps = list(zip(flat, fresh, strict=False))[:budget]
@@ -206,6 +209,7 @@ class AgentRollout:
             for j, (g, name) in enumerate(swaps):
                 for ep in episodes[g : g + G]:  # run, counted, not trained on
                     self.stats.episodes += 1
+                    self.stats.infra_failures += ep.reward is None
                     self.stats.model_sec += ep.model_sec
                     self.stats.env_sec += ep.env_sec
                 episodes[g : g + G] = played[j * G : (j + 1) * G]
