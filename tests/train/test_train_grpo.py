@@ -207,6 +207,58 @@ def test_grpo_moves_the_adapter_and_drops_flat_groups(tiny_model: Path, tmp_path
     assert (tmp_path / "adapter" / "adapter_config.json").is_file()
 
 
+class _Interrupted(Exception):
+    pass
+
+
+def _grpo_run(tiny_model: Path, work_dir: Path, played: list[tuple[str, int]],
+              stop_at_checkpoint: bool) -> dict[str, Any] | None:
+    one = lambda t, n: 1.0  # noqa: E731
+    rewards = {f"solved-{i}": one for i in range(4)} | {"varied": _alternating}
+    tasks = {name: _Task(name, f"task {name}: write hello to out.txt") for name in rewards}
+    play = _scripted_episodes(rewards)
+
+    def episode(task: _Task, agent: Any, seed: int) -> Episode:
+        played.append((task.name, seed))
+        return play(task, agent, seed)
+
+    rollout = AgentRollout(tasks, episode, settings=SETTINGS, num_generations=2,
+                           max_completion_length=64, concurrency=1, seed=0, resample_flat=1)
+    cfg = GrpoSection(steps=4, tasks_per_step=1, num_generations=2, learning_rate=1e-2,
+                      lora=LoraSpec(r=4, alpha=8), save_steps=1)
+
+    def stop(message: str) -> None:
+        if stop_at_checkpoint and message.endswith("step 2"):
+            raise _Interrupted(message)
+
+    try:
+        return run_grpo(model_location=str(tiny_model),
+                        model_section=ModelSection(id=str(tiny_model)), cfg=cfg,
+                        rollout=rollout, task_names=sorted(tasks), work_dir=work_dir,
+                        device="cpu", seed=0, on_checkpoint=stop)
+    except _Interrupted:
+        return None
+
+
+@pytest.mark.slow
+def test_a_resumed_grpo_stage_draws_what_an_uninterrupted_one_draws(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """The tasks seen flat before the checkpoint stay out of the replacements after it,
+    and the counters cover every step."""
+    whole: list[tuple[str, int]] = []
+    straight = _grpo_run(tiny_model, tmp_path / "straight", whole, stop_at_checkpoint=False)
+    first: list[tuple[str, int]] = []
+    assert _grpo_run(tiny_model, tmp_path / "resumed", first, stop_at_checkpoint=True) is None
+    rest: list[tuple[str, int]] = []
+    resumed = _grpo_run(tiny_model, tmp_path / "resumed", rest, stop_at_checkpoint=False)
+    assert straight is not None and resumed is not None
+    assert resumed["resumed_from"] == "checkpoint-2"
+    assert first + rest == whole
+    keys = ("episodes", "groups", "varied_groups", "flat_groups_resampled")
+    assert {k: resumed[k] for k in keys} == {k: straight[k] for k in keys}
+
+
 def _alternating(t: Any, n: int) -> float:
     return float(n % 2)  # every group of an even size holds a 0 and a 1
 

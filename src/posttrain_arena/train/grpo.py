@@ -146,6 +146,15 @@ class AgentRollout:
         self.flat_tasks: set[str] = set()  # tasks whose group came out flat in this stage
         self._lock = threading.Lock()
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed stage needs to continue as an uninterrupted one would: the
+        counters and the tasks seen flat (replacements are never drawn from them)."""
+        return {"stats": dataclasses.asdict(self.stats), "flat_tasks": sorted(self.flat_tasks)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stats = RolloutStats(**state["stats"])
+        self.flat_tasks = set(state["flat_tasks"])
+
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         model = trainer.model
         policy: TransformersChatModel
@@ -439,12 +448,13 @@ def run_grpo(
                 on_step(int(state.global_step), total)
 
         def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            # Rollout counters live beside the checkpoint, so a resumed run reports all steps.
-            stats_path.write_text(json.dumps(dataclasses.asdict(rollout.stats)))
+            # The rollout's state lives beside the checkpoint: a resumed run reports every
+            # step and draws the replacements an uninterrupted one would.
+            state_path.write_text(json.dumps(rollout.state_dict()))
             if on_checkpoint is not None:
                 on_checkpoint(f"checkpoint at step {state.global_step}")
 
-    stats_path = work_dir / "rollout_stats.json"
+    state_path = work_dir / "rollout_state.json"
     trainer = grpo_trainer(model_location=model_location, model_section=model_section,
                            cfg=cfg, rollout=rollout, task_names=task_names, work_dir=work_dir,
                            device=device, seed=seed, callbacks=[_Report()])
@@ -452,8 +462,8 @@ def run_grpo(
     peft = cfg.method == "lora"
     before_path = work_dir / "initial_trainable.pt"
     resume = modeling.latest_checkpoint(ckpt_dir)
-    if resume is not None and stats_path.is_file():
-        rollout.stats = RolloutStats(**json.loads(stats_path.read_text()))
+    if resume is not None and state_path.is_file():
+        rollout.load_state_dict(json.loads(state_path.read_text()))
     if resume is not None and before_path.is_file():
         before = torch.load(before_path)
     else:
@@ -465,7 +475,7 @@ def run_grpo(
                          adapter_dir=work_dir / "adapter" if peft else None)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     before_path.unlink(missing_ok=True)
-    stats_path.unlink(missing_ok=True)
+    state_path.unlink(missing_ok=True)
     return {
         "method": cfg.method,
         "steps": int(result.global_step),
