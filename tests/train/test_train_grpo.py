@@ -14,8 +14,14 @@ import pytest
 
 from posttrain_arena.agents.base import AgentContext
 from posttrain_arena.agents.model import AgentSettings
-from posttrain_arena.train.grpo import AgentRollout, Episode, grpo_trainer, run_grpo
-from posttrain_arena.train.modeling import load_causal_lm, load_tokenizer
+from posttrain_arena.train.grpo import (
+    ROLLOUT_STATE,
+    AgentRollout,
+    Episode,
+    grpo_trainer,
+    run_grpo,
+)
+from posttrain_arena.train.modeling import latest_checkpoint, load_causal_lm, load_tokenizer
 from posttrain_arena.train.recipe import GrpoSection, LoraSpec, ModelSection
 
 
@@ -339,3 +345,17 @@ def test_tool_output_tokens_get_no_gradient(tiny_model: Path, tmp_path: Path) ->
                 tool += 1
                 assert row.abs().sum() == 0, (i, j)
     assert tool > 0 and model_tokens > 0
+
+
+def test_only_a_checkpoint_holding_its_rollout_state_is_resumed(tmp_path: Path) -> None:
+    """A stage killed between the Trainer's checkpoint and the rollout state written into
+    it resumes from the checkpoint before (whose state matches it), never from a mismatch."""
+    for step in (1, 2, 10):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    for step in (1, 2):
+        (tmp_path / f"checkpoint-{step}" / ROLLOUT_STATE).write_text("{}")
+    assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-10"
+    assert latest_checkpoint(tmp_path, containing=ROLLOUT_STATE) == tmp_path / "checkpoint-2"
+    (tmp_path / "checkpoint-1" / ROLLOUT_STATE).unlink()
+    (tmp_path / "checkpoint-2" / ROLLOUT_STATE).unlink()
+    assert latest_checkpoint(tmp_path, containing=ROLLOUT_STATE) is None

@@ -62,6 +62,7 @@ class Episode:
 
 
 EpisodeFn = Callable[[TaskPackage, Any, int], Episode]
+ROLLOUT_STATE = "rollout_state.json"  # in each GRPO checkpoint (AgentRollout.state_dict)
 
 
 def trial_episodes(run_job: Callable[[TrialJob], TrialOutput]) -> EpisodeFn:
@@ -218,7 +219,7 @@ class AgentRollout:
             for j, (g, name) in enumerate(swaps):
                 for ep in episodes[g : g + G]:  # run, counted, not trained on
                     self.stats.episodes += 1
-                    self.stats.infra_failures += ep.reward is None
+                    self.stats.infra_failures += int(ep.reward is None)
                     self.stats.model_sec += ep.model_sec
                     self.stats.env_sec += ep.env_sec
                 episodes[g : g + G] = played[j * G : (j + 1) * G]
@@ -432,6 +433,7 @@ def run_grpo(
 
     import torch
     from transformers import TrainerCallback
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     from posttrain_arena.train import modeling
 
@@ -448,22 +450,23 @@ def run_grpo(
                 on_step(int(state.global_step), total)
 
         def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            # The rollout's state lives beside the checkpoint: a resumed run reports every
-            # step and draws the replacements an uninterrupted one would.
-            state_path.write_text(json.dumps(rollout.state_dict()))
+            # The rollout's state goes into the checkpoint just saved: a resumed run reports
+            # every step and draws the replacements an uninterrupted one would, and only a
+            # checkpoint holding its own rollout state is ever resumed.
+            saved = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            (saved / ROLLOUT_STATE).write_text(json.dumps(rollout.state_dict()))
             if on_checkpoint is not None:
                 on_checkpoint(f"checkpoint at step {state.global_step}")
 
-    state_path = work_dir / "rollout_state.json"
     trainer = grpo_trainer(model_location=model_location, model_section=model_section,
                            cfg=cfg, rollout=rollout, task_names=task_names, work_dir=work_dir,
                            device=device, seed=seed, callbacks=[_Report()])
     tokenizer = trainer.processing_class
     peft = cfg.method == "lora"
     before_path = work_dir / "initial_trainable.pt"
-    resume = modeling.latest_checkpoint(ckpt_dir)
-    if resume is not None and state_path.is_file():
-        rollout.load_state_dict(json.loads(state_path.read_text()))
+    resume = modeling.latest_checkpoint(ckpt_dir, containing=ROLLOUT_STATE)
+    if resume is not None:
+        rollout.load_state_dict(json.loads((resume / ROLLOUT_STATE).read_text()))
     if resume is not None and before_path.is_file():
         before = torch.load(before_path)
     else:
@@ -475,7 +478,6 @@ def run_grpo(
                          adapter_dir=work_dir / "adapter" if peft else None)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     before_path.unlink(missing_ok=True)
-    state_path.unlink(missing_ok=True)
     return {
         "method": cfg.method,
         "steps": int(result.global_step),

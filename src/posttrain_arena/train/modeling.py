@@ -136,9 +136,11 @@ def save_policy(model: Any, tokenizer: Any, out_dir: Path, *, adapter_dir: Path 
     tokenizer.save_pretrained(str(out_dir))
 
 
-def latest_checkpoint(folder: Path) -> Path | None:
-    """The newest `checkpoint-N` folder a Trainer left under `folder`."""
+def latest_checkpoint(folder: Path, containing: str | None = None) -> Path | None:
+    """The newest `checkpoint-N` folder a Trainer left under `folder`; with `containing`,
+    the newest that holds that file (what a caller saved beside the Trainer's state)."""
     if not folder.is_dir():
         return None
-    found = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+    found = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()
+             and (containing is None or (p / containing).is_file())]
     return max(found, key=lambda p: int(p.name.split("-")[-1])) if found else None
