@@ -13,27 +13,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from posttrain_arena.agents.base import Agent
-from posttrain_arena.agents.empty import EmptyAgent
-from posttrain_arena.agents.oracle import OracleAgent
-from posttrain_arena.agents.script import ScriptAgent
 from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.spec.findings import SpecError
 from posttrain_arena.spec.package import is_task_dir, load_task
 from posttrain_arena.trial.executor import ThreadExecutor, TrialExecutor, TrialJob
 from posttrain_arena.trial.result import Outcome, TrialResult
 from posttrain_arena.trial.runner import TrialRunner
-
-
-def agent_from_spec(spec: str) -> Agent:
-    """`oracle`, `empty` or `script:PATH` (ValueError for anything else)."""
-    if spec == "oracle":
-        return OracleAgent()
-    if spec == "empty":
-        return EmptyAgent()
-    if spec.startswith("script:"):
-        return ScriptAgent(Path(spec.removeprefix("script:")))
-    raise ValueError(f"unknown agent {spec!r}; use oracle, empty or script:PATH")
 
 
 def agent_spec(spec: str) -> AgentSpec:
