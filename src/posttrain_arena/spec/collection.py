@@ -108,11 +108,6 @@ class CollectionReport(BaseModel):
         return not self.errors
 
     @property
-    def all_findings(self) -> list[Finding]:
-        """Collection-level findings, then each package's, in package order."""
-        return self.findings + [f for t in self.tasks for f in t.findings]
-
-    @property
     def eligible_tasks(self) -> list[TaskPackage]:
         """Packages that check clean on their own (whatever the collection-level errors)."""
         return [t.package for t in self.tasks if t.package is not None]
