@@ -50,11 +50,6 @@ class TooLarge(ServiceError):
     code = "too-large"
 
 
-class Unprocessable(ServiceError):
-    status_code = 422
-    code = "unprocessable"
-
-
 class RateLimited(ServiceError):
     status_code = 429
     code = "rate-limited"
