@@ -94,8 +94,6 @@ def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local
     run_dir = Path(ch.root) / "runs" / f"{collection}-seed{ch.seed}"
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)
-    from posttrain_arena.train.runlog import library_output_to
-
     start = time.monotonic()
     with library_output_to(run_dir / "run.log"):
         score = run_recipe(recipe, run_dir=run_dir, resume=resume, progress=progress,
