@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from posttrain_arena.paths import cache_home
 from posttrain_arena.sandbox.base import (
     SESSION_CAPABILITIES,
     BuildError,
@@ -76,8 +77,7 @@ def pid_namespace() -> str:
 
 
 def _locks_dir() -> Path:
-    base = os.environ.get("ARENA_CACHE_DIR") or str(Path.home() / ".cache" / "posttrain-arena")
-    path = Path(base) / "locks"
+    path = cache_home() / "locks"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -13,6 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
+from posttrain_arena.paths import cache_home
 from posttrain_arena.sandbox.base import Mount
 
 RUNTIME_TARGET = "/opt/arena-runtime"
@@ -20,8 +21,7 @@ PLUGIN_MODULE = "ctrf_plugin"
 
 
 def _runtime_dir() -> Path:
-    base = os.environ.get("ARENA_CACHE_DIR") or str(Path.home() / ".cache" / "posttrain-arena")
-    return Path(base) / "verifier-runtime"
+    return cache_home() / "verifier-runtime"
 
 
 def verifier_runtime(target: str = RUNTIME_TARGET) -> tuple[Mount, dict[str, str]]:

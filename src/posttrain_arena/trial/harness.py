@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 
 from posttrain_arena import __version__
+from posttrain_arena.paths import cache_home
 
 HARNESS_DIR = "/opt/arena-harness"
 """Where the bundle lives inside a verifier session (fresh mode)."""
@@ -129,9 +130,7 @@ def harness_bundle(cache_root: Path | None = None) -> Path:
     with _lock:
         if _built is not None and _built.is_dir():
             return _built
-        root = cache_root or Path(
-            os.environ.get("ARENA_CACHE_DIR", Path.home() / ".cache" / "posttrain-arena")
-        )
+        root = cache_root or cache_home()
         target = root / "harness" / _bundle_key()
         if not (target / "pytest").is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
