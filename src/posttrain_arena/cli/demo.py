@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Seed of the challenge and the runs"),
         workdir: Path | None = typer.Option(
             None, "--workdir", help="Where to build the challenge and keep the runs "
-            "(default ~/.cache/posttrain-arena/micro)"
+            "(default $ARENA_CACHE_DIR/micro, ~/.cache/posttrain-arena/micro unless set)"
         ),
         backend: str = typer.Option(
             "local", "--backend", help="Sandbox backend: local (bubblewrap), docker or auto"

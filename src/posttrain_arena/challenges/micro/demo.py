@@ -25,13 +25,17 @@ from posttrain_arena.challenges.micro.build import (
     MicroChallenge,
     build_micro,
 )
+from posttrain_arena.paths import cache_home
 from posttrain_arena.train.runlog import library_output_to
 from posttrain_arena.train.stages import Progress, StageEvent, no_progress
 
 if TYPE_CHECKING:
     from posttrain_arena.train.recipe import Recipe
 
-DEFAULT_WORKDIR = Path("~/.cache/posttrain-arena/micro")
+
+def default_workdir() -> Path:
+    """Where `arena demo` builds the challenge unless told: $ARENA_CACHE_DIR/micro."""
+    return cache_home() / "micro"
 
 
 class CollectionScore(BaseModel):
@@ -118,7 +122,7 @@ def run_demo(workdir: Path | str | None = None, *, seed: int = 0, compare: bool 
     """Build the micro challenge and post-train on the relevant collection (with
     `compare`: every control of the protocol, and plot their intervals); scores keyed by
     control name."""
-    root = Path(workdir or DEFAULT_WORKDIR).expanduser()
+    root = Path(workdir).expanduser() if workdir else default_workdir()
     progress(StageEvent(stage="build", status="start",
                         message=f"generating the micro challenge (seed {seed}) in {root}"))
     root.mkdir(parents=True, exist_ok=True)
