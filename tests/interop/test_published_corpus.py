@@ -78,8 +78,6 @@ def _with(tmp_path: Path, name: str, edit: dict[str, object]) -> list[str]:
 
 
 @pytest.mark.parametrize(("edit", "field"), [
-    ({"metadata.category": "web"}, "metadata.category"),
-    ({"metadata.category": 3}, "metadata.category"),
     ({"agent.timeout_sec": "ten minutes"}, "agent.timeout_sec"),
     ({"verifier.timeout_sec": -1}, "verifier.timeout_sec"),
     ({"verifier.isolation": "none"}, "verifier.isolation"),

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posttrain_arena.spec.domains import Domain
+from posttrain_arena.spec.domains import SLUGS
 from posttrain_arena.spec.findings import Finding, SpecError
 from posttrain_arena.spec.package import parse_frontmatter, parse_task_md, split_frontmatter
 from posttrain_arena.spec.task import TaskFrontmatter
@@ -82,7 +82,7 @@ valid_frontmatter = st.fixed_dictionaries(
                 "author_name": words,
                 "author_email": st.from_regex(r"[a-z]{1,8}@[a-z]{1,8}\.[a-z]{2,3}",
                                               fullmatch=True),
-                "category": st.sampled_from([d.value for d in Domain]),
+                "category": st.sampled_from(list(SLUGS)),
                 "difficulty": st.sampled_from(["easy", "medium", "hard"]),
                 "tags": st.lists(words, max_size=4),
             },

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.domains import Domain
+from posttrain_arena.spec.domains import KNOWN_DOMAINS, Domain
 from posttrain_arena.spec.scaffold import ScaffoldError, new_task, render_files
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "starting-kit" / "template"
@@ -27,10 +27,16 @@ def test_starting_kit_template_is_what_the_scaffold_writes() -> None:
         assert bool(on_disk[rel].stat().st_mode & 0o100) == executable, rel
 
 
-@pytest.mark.parametrize("domain", list(Domain))
+@pytest.mark.parametrize("domain", KNOWN_DOMAINS)
 def test_scaffold_checks_clean_in_every_domain(tmp_path: Path, domain: Domain) -> None:
     report = check_task(new_task(f"t-{domain.value}", domain, tmp_path))
     assert report.findings == [] and report.domain == domain.value
+
+
+def test_scaffold_refuses_the_unknown_domain(tmp_path: Path) -> None:
+    # "unknown" is where an unmappable category lands; no author chooses it
+    with pytest.raises(ScaffoldError, match="unknown domain"):
+        new_task("t-unknown", Domain.UNKNOWN, tmp_path)
 
 
 def test_scaffold_refuses_bad_names_and_existing_targets(tmp_path: Path) -> None:

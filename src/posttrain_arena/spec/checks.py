@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain_arena.spec import dockerfile as df
 from posttrain_arena.spec import trust
+from posttrain_arena.spec.compose import COMPOSE_FILE, compose_findings
 from posttrain_arena.spec.findings import Finding, Severity, SpecError
 from posttrain_arena.spec.harbor import parse_harbor
 from posttrain_arena.spec.inventory import Inventory, hash_contents, walk
@@ -36,6 +37,7 @@ from posttrain_arena.spec.package import (
     missing_harbor_verifier,
     missing_verifier,
     parse_task_md,
+    task_toml_note,
 )
 from posttrain_arena.spec.task import TaskFrontmatter, unknown_keys
 
@@ -49,7 +51,7 @@ _SUSPECT_NAME = re.compile(r'[\x00-\x1f\x7f\\\udc80-\udcff:*?"<>|]|(^|/)\s|\s($|
 _MAX_DOCKERFILE_BYTES = 256 * 1024
 #: Small files the checks parse after the walk: their bytes are kept from the one read.
 MANIFESTS = frozenset({"task.md", "verifier/verifier.md", "environment/Dockerfile",
-                       "task.toml", "instruction.md", "tests/verifier.md"})
+                       "task.toml", "instruction.md", "tests/verifier.md", COMPOSE_FILE})
 
 
 class CheckLimits(BaseModel):
@@ -134,15 +136,18 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
         if kind is None:
             findings.append(missing_harbor_verifier(root))
     else:
-        parsed = parse_task_md(root, inv.texts)
+        parsed = parse_task_md(root, inv.texts, layout)
         frontmatter, body, rubric = parsed.frontmatter, parsed.body, parsed.rubric
         steps, strategy = parsed.steps, parsed.strategy
         findings += parsed.findings + _task_md_warnings(root, parsed)
-        kind = _verifier_kind(inv)
+        note = task_toml_note(root)
+        findings += [note] if note is not None else []
+        kind = _verifier_kind(inv, secret[0])
         if kind is None:
-            findings.append(missing_verifier(root))
+            findings.append(missing_verifier(root, secret[0]))
+    findings += compose_findings(root, inv.texts.get(COMPOSE_FILE))
     findings += _layout_findings(root, inv, secret[1], bool(steps and any(
-        st.oracle_dir for st in steps)))
+        st.oracle_dir for st in steps)), frontmatter)
     findings += _dockerfile_findings(root, inv, frontmatter)
     findings += _leak_findings(root, inv, (*secret, "steps") if steps else secret)
     report = TaskReport(path=str(root), name=name, findings=findings, checksum=inv.checksum,
@@ -256,16 +261,16 @@ def _task_md_warnings(root: Path, parsed: ParsedTaskMd) -> list[Finding]:
     return out
 
 
-def _verifier_kind(inv: Inventory) -> VerifierKind | None:
+def _verifier_kind(inv: Inventory, folder: str) -> VerifierKind | None:
     files = {e.rel for e in inv.entries if e.kind == "file"}
     for kind in VerifierKind:
-        if f"verifier/{kind.value}" in files:
+        if f"{folder}/{kind.value}" in files:
             return kind
     return None
 
 
-def _layout_findings(root: Path, inv: Inventory, oracle: str,
-                     step_oracles: bool) -> list[Finding]:
+def _layout_findings(root: Path, inv: Inventory, oracle: str, step_oracles: bool,
+                     frontmatter: TaskFrontmatter | None) -> list[Finding]:
     kinds = {e.rel: e.kind for e in inv.entries}
     out: list[Finding] = []
     if kinds.get(f"{oracle}/solve.sh") != "file" and not step_oracles:
@@ -273,8 +278,13 @@ def _layout_findings(root: Path, inv: Inventory, oracle: str,
                       "reference solution (it runs inside the task image)"))
     if kinds.get("environment/Dockerfile") != "file":
         what = "is not a regular file" if "environment/Dockerfile" in kinds else "is missing"
+        image = frontmatter.environment.docker_image if frontmatter else None
+        fix = (f"; task.toml names only the prebuilt image {image}, and trials here start "
+               f"from a Dockerfile: write environment/Dockerfile holding `FROM {image}` "
+               "(and `docker pull` or `docker load` that image on this machine)"
+               if image else "; the task image is built from it")
         out.append(_f("error", "dockerfile", str(root / "environment" / "Dockerfile"),
-                      f"environment/Dockerfile {what}; the task image is built from it"))
+                      f"environment/Dockerfile {what}{fix}"))
     return out
 
 

@@ -16,6 +16,8 @@ class Domain(StrEnum):
     NATURAL_SCIENCE = "natural-science"
     MATHEMATICS_FORMAL_REASONING = "mathematics-or-formal-reasoning"
     INDUSTRIAL_PHYSICAL_SYSTEMS = "industrial-physical-systems"
+    UNKNOWN = "unknown"
+    """No domain could be told from the package (see `domain_map`); never a guess."""
 
     @property
     def display_name(self) -> str:
@@ -32,9 +34,12 @@ DISPLAY_NAMES: dict[Domain, str] = {
     Domain.NATURAL_SCIENCE: "Natural science",
     Domain.MATHEMATICS_FORMAL_REASONING: "Mathematics and formal reasoning",
     Domain.INDUSTRIAL_PHYSICAL_SYSTEMS: "Industrial and physical systems",
+    Domain.UNKNOWN: "Unknown domain",
 }
 
-SLUGS: tuple[str, ...] = tuple(d.value for d in Domain)
+KNOWN_DOMAINS: tuple[Domain, ...] = tuple(d for d in Domain if d is not Domain.UNKNOWN)
+"""The eight domains a task can be placed in (everything but UNKNOWN)."""
+SLUGS: tuple[str, ...] = tuple(d.value for d in KNOWN_DOMAINS)
 
 #: No domain may make up more than this share of a held-out suite.
 MAX_DOMAIN_SHARE = 0.20
@@ -43,7 +48,10 @@ MAX_DOMAIN_SHARE = 0.20
 def parse_domain(value: str) -> Domain:
     """Return the domain for a slug, or raise ValueError listing the valid slugs."""
     try:
-        return Domain(value)
+        domain = Domain(value)
+        if domain is Domain.UNKNOWN:
+            raise ValueError(value)
+        return domain
     except ValueError:
         raise ValueError(
             f"unknown domain {value!r}; use one of: {', '.join(SLUGS)}"
@@ -57,7 +65,9 @@ def composition_violations(
 
     A suite with fewer than 1/max_share tasks cannot satisfy the rule with any mix, so
     the bound is ceil-relaxed: a domain may hold at most max(1, floor(max_share * n))
-    tasks.
+    tasks. Tasks of no known domain are one more group held to the same cap: the rule is
+    computed on the mapping `domain_map` states, and an unmapped share cannot hide a
+    domain's excess.
     """
     total = sum(counts.values())
     if total == 0:

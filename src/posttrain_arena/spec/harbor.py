@@ -3,17 +3,20 @@
     task.toml               schema_version, [task], [metadata], [agent], [verifier],
                             [environment], multi_step_reward_strategy, [[steps]]
     instruction.md          the prompt
-    environment/Dockerfile  the image (docker-compose files are not supported)
+    environment/Dockerfile  the image; built even when task.toml names a prebuilt
+                            `docker_image` (Harbor's --force-build)
     tests/test.sh           the verifier, mounted at /tests; writes
                             /logs/verifier/reward.txt (one number) or reward.json
     solution/solve.sh       the reference solution (the oracle)
 
 `parse_harbor(root)` maps task.toml onto the same `TaskFrontmatter` that task.md
 gives, so trials, checks and collections treat both alike. What this arena cannot do
-as Harbor does is refused with the file, the key and the fix: a prebuilt
-`docker_image`, GPUs, `network_mode = "allowlist"`, verifier environment variables,
-compose files. `[[steps]]` multi-step tasks are read by `spec/steps.py`. Descriptive
-keys (`[metadata]`, `[task]`, `artifacts`, ...) are never errors.
+as Harbor does is refused with the file, the key and the fix: GPUs,
+`network_mode = "allowlist"`, verifier environment variables, a compose file with
+services besides `main` (several containers). A `docker_image` with no Dockerfile is
+kept as `environment.docker_image` (the image is used as it is). `[[steps]]`
+multi-step tasks are read by `spec/steps.py`. Descriptive keys (`[metadata]`,
+`[task]`, `artifacts`, ...) are never errors.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pydantic import ValidationError
 
 from posttrain_arena.spec import dockerfile as df
 from posttrain_arena.spec.body import Section, TaskBody
-from posttrain_arena.spec.domains import SLUGS
+from posttrain_arena.spec.domain_map import category_notes
 from posttrain_arena.spec.files import err, read_text_file
 from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
 from posttrain_arena.spec.rubric import Rubric, read_rubric
@@ -41,22 +44,7 @@ MAX_TOML_BYTES = 256 * 1024
 MAX_INSTRUCTION_BYTES = 1024 * 1024
 HARBOR_TESTS_MOUNT = "/tests"
 """Harbor uploads tests/ there; its test.sh files name that path."""
-COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 
-#: Terminal-Bench / Harbor category words -> this arena's domains.
-CATEGORY_DOMAINS = {
-    "security": "cybersecurity", "cybersecurity": "cybersecurity", "crypto": "cybersecurity",
-    "mathematics": "mathematics-or-formal-reasoning", "math": "mathematics-or-formal-reasoning",
-    "formal-reasoning": "mathematics-or-formal-reasoning",
-    "scientific-computing": "natural-science", "science": "natural-science",
-    "biology": "natural-science", "chemistry": "natural-science", "physics": "natural-science",
-    "finance": "finance-economics", "economics": "finance-economics",
-    "office": "office-white-collar", "personal-assistant": "office-white-collar",
-    "media": "media-content-production", "video-processing": "media-content-production",
-    "audio-processing": "media-content-production",
-    "hardware": "industrial-physical-systems", "robotics": "industrial-physical-systems",
-}
-DEFAULT_DOMAIN = "software-engineering"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _SCALE_MB = {"": 1 / (1024 * 1024), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
@@ -113,7 +101,10 @@ def parse_harbor(root: Path, texts: Mapping[str, bytes] | None = None) -> Parsed
         return ParsedHarbor(None, None, lines, [err("toml", where, f"task.toml is not valid "
                                                     f"TOML: {exc}", line=line)])
     findings = _unsupported(root, data, lines, where)
-    mapped, notes = to_frontmatter(data, _workdir(root, texts.get("environment/Dockerfile")))
+    dockerfile = _dockerfile_text(root, texts.get("environment/Dockerfile"))
+    prompt_text = _peek(root / INSTRUCTION_MD, texts.get(INSTRUCTION_MD))
+    mapped, notes = to_frontmatter(data, _workdir(dockerfile), prompt_text,
+                                   has_dockerfile=dockerfile is not None)
     findings += [Finding(severity=Severity.WARNING, code="harbor", path=where,
                          line=lines.get(key), field=key, message=msg) for key, msg in notes]
     frontmatter = None
@@ -149,9 +140,11 @@ def parse_harbor(root: Path, texts: Mapping[str, bytes] | None = None) -> Parsed
                         strategy)
 
 
-def to_frontmatter(data: dict[str, Any], workdir: str | None) -> tuple[dict[str, Any],
-                                                                       list[tuple[str, str]]]:
-    """task.toml's tables as task.md frontmatter data; (key, message) notes to warn."""
+def to_frontmatter(data: dict[str, Any], workdir: str | None, prompt: str = "", *,
+                   has_dockerfile: bool = True
+                   ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """task.toml's tables as task.md frontmatter data; (key, message) notes to warn.
+    `prompt` (instruction.md) helps place a free-form category (`domain_map`)."""
     notes: list[tuple[str, str]] = []
     meta = dict(_table(data, "metadata"))
     task = _table(data, "task")
@@ -159,19 +152,9 @@ def to_frontmatter(data: dict[str, Any], workdir: str | None) -> tuple[dict[str,
     if isinstance(authors, list) and authors and isinstance(authors[0], dict):
         meta.setdefault("author_name", authors[0].get("name"))
         meta.setdefault("author_email", authors[0].get("email"))
-    category = meta.get("category")
-    slug = str(category).strip().lower().replace("_", "-").replace(" ", "-") \
-        if category is not None else ""
-    if slug not in SLUGS:
-        domain = CATEGORY_DOMAINS.get(slug, DEFAULT_DOMAIN)
-        meta["category"] = domain
-        if domain == DEFAULT_DOMAIN and slug not in CATEGORY_DOMAINS:
-            shown = repr(category) if category is not None else "no category"
-            notes.append(("metadata.category", f"{shown} is not one of the eight domains; "
-                          f"counted as {DEFAULT_DOMAIN}. Set [metadata] category to a "
-                          f"domain slug ({', '.join(SLUGS)})"))
-        if category is not None:
-            meta.setdefault("legacy_category", category)
+    meta, note = category_notes(meta, prompt)
+    if note is not None:
+        notes.append(("metadata.category", note))
     env_in = _table(data, "environment")
     env: dict[str, Any] = {k: env_in[k] for k in
                            ("build_timeout_sec", "cpus", "memory_mb", "storage_mb", "workdir")
@@ -184,6 +167,14 @@ def to_frontmatter(data: dict[str, Any], workdir: str | None) -> tuple[dict[str,
         else env_in.get("allow_internet", False)
     if workdir is not None:
         env.setdefault("workdir", workdir)
+    image = env_in.get("docker_image")
+    if isinstance(image, str) and image.strip():
+        if has_dockerfile:
+            notes.append(("environment.docker_image", f"{image} is Harbor's prebuilt copy "
+                          "of environment/Dockerfile; the Dockerfile is built here instead "
+                          "(as Harbor's --force-build), so the two cannot drift"))
+        else:
+            env["docker_image"] = image.strip()
     agent = {k: v for k, v in _table(data, "agent").items() if k == "timeout_sec"}
     verifier = {k: v for k, v in _table(data, "verifier").items() if k == "timeout_sec"}
     verifier["mount"] = HARBOR_TESTS_MOUNT
@@ -218,9 +209,6 @@ def _unsupported(root: Path, data: dict[str, Any], lines: dict[str, int],
     if env.get("gpu_types"):
         refuse("environment.gpu_types", "GPU types are not supported (trials have no GPU); "
                "remove the key")
-    if env.get("docker_image"):
-        refuse("environment.docker_image", "prebuilt images are not pulled here (trials "
-               "build offline); remove docker_image and build from environment/Dockerfile")
     mode = env.get("network_mode")
     if mode is not None and mode not in ("public", "no-network"):
         refuse("environment.network_mode", f"network_mode {mode!r} is not supported: use "
@@ -230,21 +218,28 @@ def _unsupported(root: Path, data: dict[str, Any], lines: dict[str, int],
         refuse("verifier.env", "verifier environment variables are not passed here (the "
                "verifier runs with a fixed environment); remove [verifier] env or put the "
                "values in tests/")
-    for name in COMPOSE_FILES:
-        path = root / "environment" / name
-        if path.exists() or path.is_symlink():
-            out.append(err("harbor-unsupported", str(path), "multi-container (compose) "
-                           "environments are not supported; build one image from "
-                           "environment/Dockerfile"))
     return out
 
 
-def _workdir(root: Path, cached: bytes | None) -> str | None:
-    """The Dockerfile's last WORKDIR (the agent's working directory), if absolute."""
-    path = root / "environment" / "Dockerfile"
+def _dockerfile_text(root: Path, cached: bytes | None) -> str | None:
     try:
-        text = read_text_file(path, 256 * 1024, "environment/Dockerfile", cached)
+        return read_text_file(root / "environment" / "Dockerfile", 256 * 1024,
+                              "environment/Dockerfile", cached)
     except SpecError:
+        return None
+
+
+def _peek(path: Path, cached: bytes | None) -> str:
+    """A file's text for placing the task in a domain, or "" (errors are read later)."""
+    try:
+        return read_text_file(path, MAX_INSTRUCTION_BYTES, path.name, cached)
+    except SpecError:
+        return ""
+
+
+def _workdir(text: str | None) -> str | None:
+    """The Dockerfile's last WORKDIR (the agent's working directory), if absolute."""
+    if text is None:
         return None
     found = None
     for ins in df.parse_dockerfile(text):

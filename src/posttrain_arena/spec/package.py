@@ -15,6 +15,8 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from posttrain_arena.spec.body import Section, TaskBody, parse_body, sidecar_kind, sidecar_sections
+from posttrain_arena.spec.compose import compose_findings
+from posttrain_arena.spec.domain_map import category_notes
 from posttrain_arena.spec.domains import Domain
 from posttrain_arena.spec.files import read_small_file, read_text_file
 from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
@@ -22,7 +24,12 @@ from posttrain_arena.spec.harbor import TASK_TOML, is_harbor, parse_harbor
 from posttrain_arena.spec.hashing import tree_hash
 from posttrain_arena.spec.rubric import VERIFIER_MD, Rubric, read_rubric
 from posttrain_arena.spec.steps import Step, Strategy, parse_steps
-from posttrain_arena.spec.task import SPELLINGS, TaskFrontmatter, normalize_spellings
+from posttrain_arena.spec.task import (
+    SPELLINGS,
+    TaskFrontmatter,
+    normalize_spellings,
+    version_tuple,
+)
 from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
 
 TASK_MD = "task.md"
@@ -44,13 +51,19 @@ class Layout(StrEnum):
     """task.md, environment/, verifier/, oracle/"""
     HARBOR = "harbor"
     """task.toml, instruction.md, environment/, tests/, solution/ (Harbor, Terminal-Bench)"""
+    BENCHFLOW = "benchflow"
+    """task.md (read first; a task.toml beside it is not read), environment/, tests/,
+    solution/ (BenchFlow's own tasks)"""
 
 
 #: Per layout: (verifier folder, oracle folder).
 LAYOUT_DIRS: dict[Layout, tuple[str, str]] = {
     Layout.POSTTRAIN: ("verifier", "oracle"),
     Layout.HARBOR: ("tests", "solution"),
+    Layout.BENCHFLOW: ("tests", "solution"),
 }
+#: Where a BenchFlow task's tests/ appear to its test.sh (as Harbor's: /tests).
+BENCHFLOW_TESTS_MOUNT = "/tests"
 
 
 class TaskPackage(BaseModel):
@@ -141,9 +154,11 @@ def split_frontmatter(text: str, where: str) -> tuple[str, str, int]:
 
 
 def parse_frontmatter(
-    yaml_text: str, where: str
+    yaml_text: str, where: str, prompt: str = "", layout: Layout = Layout.POSTTRAIN
 ) -> tuple[TaskFrontmatter | None, dict[str, int], list[Finding]]:
-    """Validate frontmatter text; returns the model (or None) and findings with lines.
+    """Validate frontmatter text; returns the model (or None) and findings with lines:
+    errors, and the warning of a category that is not a domain slug (placed by
+    `domain_map` with `prompt`'s help, never an error).
 
     Lines in the result are task.md lines (the frontmatter starts on line 2).
     """
@@ -165,11 +180,22 @@ def parse_frontmatter(
                 for key, msg in problems]
     if findings:
         return None, lines, findings
+    notes: list[Finding] = []
+    meta = data.get("metadata")
+    if isinstance(meta, dict):
+        meta, note = category_notes(meta, prompt)
+        data["metadata"] = meta
+        if note is not None:
+            notes.append(Finding(severity=Severity.WARNING, code="category", path=where,
+                                 line=lines.get("metadata.category", lines.get("metadata")),
+                                 field="metadata.category", message=note))
+    if layout is Layout.BENCHFLOW and isinstance(data.get("verifier"), dict):
+        data["verifier"] = {"mount": BENCHFLOW_TESTS_MOUNT, **data["verifier"]}
     try:
-        return TaskFrontmatter.model_validate(data), lines, []
+        return TaskFrontmatter.model_validate(data), lines, notes
     except ValidationError as exc:
         found = validation_findings(exc, where, lines)
-        return None, lines, [_respelled(f, renamed) for f in found]
+        return None, lines, notes + [_respelled(f, renamed) for f in found]
 
 
 def _respelled(finding: Finding, renamed: dict[str, str]) -> Finding:
@@ -233,10 +259,12 @@ def read_sidecars(root: Path, texts: Mapping[str, bytes] | None = None
     return sidecar_sections(found), findings
 
 
-def parse_task_md(root: Path, texts: Mapping[str, bytes] | None = None) -> ParsedTaskMd:
+def parse_task_md(root: Path, texts: Mapping[str, bytes] | None = None,
+                  layout: Layout = Layout.POSTTRAIN) -> ParsedTaskMd:
     """Read and validate `root/task.md` (with its prompt sidecars and verifier.md's
     rubric) without raising; problems come back as findings. `texts`: files already
-    read by the caller's walk, by relative path (see `inventory.hash_contents`)."""
+    read by the caller's walk, by relative path (see `inventory.hash_contents`).
+    `layout`: POSTTRAIN, or BENCHFLOW (its verifier is tests/, mounted at /tests)."""
     where = str(root / TASK_MD)
     texts = texts or {}
     try:
@@ -244,10 +272,19 @@ def parse_task_md(root: Path, texts: Mapping[str, bytes] | None = None) -> Parse
         yaml_text, body_text, body_line = split_frontmatter(text, where)
     except SpecError as exc:
         return ParsedTaskMd(None, None, {}, list(exc.findings))
-    frontmatter, lines, findings = parse_frontmatter(yaml_text, where)
+    frontmatter, lines, findings = parse_frontmatter(yaml_text, where, body_text, layout)
     sidecars, more = read_sidecars(root, texts)
     findings += more
     body = parse_body(body_text, body_line).with_sections(sidecars)
+    if frontmatter is not None and version_tuple(frontmatter.version) == (1, 0) \
+            and body.prompt is not None and not any(
+                s.kind == "prompt" for s in body.sections):
+        findings.append(Finding(severity=Severity.WARNING, code="posttrain-prompt",
+                                path=where, line=body_line, message="a version \"1.0\" "
+                                "task.md without a '## prompt' section: read here (the body "
+                                "is the prompt), but the published PostTrain Arena's "
+                                "structural check rejects it. Put the instruction under "
+                                "'## prompt', or declare version \"1.3\""))
     if body.prompt is None:
         findings.append(_err("prompt", where, "no prompt: the body is empty and there is no "
                              "'## prompt' section or scene; write the agent's instruction "
@@ -255,7 +292,8 @@ def parse_task_md(root: Path, texts: Mapping[str, bytes] | None = None) -> Parse
     elif not body.prompt.strip():
         findings.append(_err("prompt", where, "the '## prompt' section is empty; write the "
                              "agent's instruction under it"))
-    rubric, notes = read_rubric(root / "verifier", texts.get(f"verifier/{VERIFIER_MD}"))
+    tests = LAYOUT_DIRS[layout][0]
+    rubric, notes = read_rubric(root / tests, texts.get(f"{tests}/{VERIFIER_MD}"))
     findings += notes
     steps: list[Step] = []
     strategy: Strategy = "mean"
@@ -268,10 +306,10 @@ def parse_task_md(root: Path, texts: Mapping[str, bytes] | None = None) -> Parse
     return ParsedTaskMd(frontmatter, body, lines, findings, rubric, steps, strategy)
 
 
-def missing_verifier(root: Path) -> Finding:
-    """The finding for a package without a verifier entry point."""
-    return _err("verifier", str(root / "verifier"), "no verifier entry point; add "
-                "verifier/verifier.py, verifier/test.sh or verifier/test_outputs.py")
+def missing_verifier(root: Path, folder: str = "verifier") -> Finding:
+    """The finding for a package without a verifier entry point in `folder`."""
+    return _err("verifier", str(root / folder), "no verifier entry point; add "
+                f"{folder}/verifier.py, {folder}/test.sh or {folder}/test_outputs.py")
 
 
 def is_task_dir(path: Path) -> bool:
@@ -280,23 +318,42 @@ def is_task_dir(path: Path) -> bool:
 
 
 def detect_layout(root: Path) -> Layout:
-    """The format `root` is written in; SpecError when it is none of them, or both."""
+    """The format `root` is written in; SpecError when it is none of them, or two that
+    conflict.
+
+    task.md is read first, as BenchFlow does: with verifier/ or oracle/ it is a
+    PostTrain package, with tests/ or solution/ (and neither of those) a BenchFlow task,
+    and a task.toml beside it is not read (`task_toml_note`). task.toml alone is a
+    Harbor task. verifier/ and tests/ both beside task.md really conflict: which one
+    scores the task cannot be told.
+    """
     posttrain = (root / TASK_MD).exists() or (root / TASK_MD).is_symlink()
-    harbor = is_harbor(root)
-    if posttrain and harbor:
-        raise SpecError([_err("layout", str(root), f"both {TASK_MD} and {TASK_TOML}: is this "
-                              "a PostTrain package or a Harbor task? Keep one (`arena task "
-                              "convert` writes either format from the other)")])
-    if harbor:
-        return Layout.HARBOR
     if posttrain:
-        return Layout.POSTTRAIN
+        ours = [d for d in ("verifier", "oracle") if (root / d).is_dir()]
+        theirs = [d for d in ("tests", "solution") if (root / d).is_dir()]
+        if "verifier" in ours and "tests" in theirs:
+            raise SpecError([_err("layout", str(root), "both verifier/ (the PostTrain "
+                                  "layout) and tests/ (the BenchFlow layout) beside task.md: "
+                                  "which one scores the task cannot be told. Keep one (move "
+                                  "tests/ into verifier/, or remove verifier/)")])
+        return Layout.BENCHFLOW if theirs and not ours else Layout.POSTTRAIN
+    if is_harbor(root):
+        return Layout.HARBOR
     hint = (" It has envs/: check it as a collection (`arena collection check`)."
             if (root / "envs").is_dir() else "")
     raise SpecError([_err("layout", str(root), f"not a task package: no {TASK_MD} (the "
                           f"PostTrain / BenchFlow layout) and no {TASK_TOML} (the Harbor "
                           "layout). Point at the folder that holds one, or start one with "
                           f"`arena task new`.{hint}")])
+
+
+def task_toml_note(root: Path) -> Finding | None:
+    """The warning for a task.toml that task.md makes unread (BenchFlow writes both)."""
+    if not is_harbor(root):
+        return None
+    return Finding(severity=Severity.WARNING, code="layout", path=str(root / TASK_TOML),
+                   message="task.md is read and this task.toml is not (BenchFlow reads "
+                   "task.md first); keep the limits you mean in task.md")
 
 
 def harbor_verifier(root: Path, steps: list[Step] | None = None) -> VerifierKind | None:
@@ -336,13 +393,15 @@ def load_task(path: Path | str, checksum: str | None = None) -> TaskPackage:
         if kind is None:
             findings.append(missing_harbor_verifier(root))
     else:
-        parsed = parse_task_md(root)
+        parsed = parse_task_md(root, layout=layout)
         frontmatter, body, rubric = parsed.frontmatter, parsed.body, parsed.rubric
         steps, strategy = parsed.steps, parsed.strategy
         findings = list(parsed.findings)
-        kind = detect_verifier(root / "verifier")
+        tests = LAYOUT_DIRS[layout][0]
+        kind = detect_verifier(root / tests)
         if kind is None:
-            findings.append(missing_verifier(root))
+            findings.append(missing_verifier(root, tests))
+    findings += compose_findings(root)
     blocking = [f for f in findings if f.severity is Severity.ERROR]
     if frontmatter is None or body is None or kind is None or blocking:
         raise SpecError(blocking)

@@ -46,7 +46,7 @@ def new_task(name: str, category: Domain | str, parent: Path | str = ".") -> Pat
     """
     validate_task_name(name)
     try:
-        domain = category if isinstance(category, Domain) else parse_domain(category)
+        domain = parse_domain(str(category.value if isinstance(category, Domain) else category))
     except ValueError as exc:
         raise ScaffoldError(str(exc)) from None
     target = Path(parent) / name

@@ -244,6 +244,11 @@ class EnvironmentSection(_Section):
         pattern=r"^/",
         description="Absolute path of the agent's workspace (BENCHFLOW_WORKSPACE)",
     )
+    docker_image: str | None = Field(
+        default=None,
+        description="A prebuilt image the task runs in when it has no environment/Dockerfile "
+        "(Harbor's `docker_image`); beside a Dockerfile it is ignored and the Dockerfile built",
+    )
     gpus: int = Field(
         default=0, ge=0, le=0,
         description="GPUs for the task; only 0 is accepted (trials here get no GPU)",
