@@ -1,4 +1,5 @@
-"""The local sandbox's /etc: one bind of a view of hard links, never more than allowed."""
+"""The local sandbox's /etc: one bind of a view of copies, never more than allowed, never
+a private key or a credentials file."""
 
 from __future__ import annotations
 
@@ -30,31 +31,41 @@ def _fake_etc(root: Path) -> Path:
     (etc / "shadow").write_text("root:secret\n")  # not allowed: never in the view
     (etc / "ssl" / "certs" / "ca.pem").write_text("CA\n")
     (etc / "ssl" / "private").mkdir(mode=0o700)
+    (etc / "ssl" / "private" / "server.key").write_text("-----BEGIN PRIVATE KEY-----\n")
     os.chmod(etc / "ssl" / "private", 0o700)
+    (etc / "ssl" / "certs" / "client.key").write_text("a key beside the roots\n")
+    (etc / "pip.conf").write_text("[global]\nindex-url = https://u:secret@pypi.corp\n")
+    (etc / "gitconfig").write_text("[credential]\n\thelper = store\n")
+    (etc / "netrc").write_text("machine corp login u password p\n")
     os.symlink("/proc/self/mounts", etc / "mtab")
     return etc
 
 
-def test_the_view_links_allowed_entries_and_keeps_modes(tmp_path: Path) -> None:
+def test_the_view_copies_allowed_entries_and_keeps_modes_without_secrets(
+        tmp_path: Path) -> None:
     etc = _fake_etc(tmp_path)
     names = _etc_entries(str(etc))
     assert names == ["mtab", "passwd", "ssl"] and not etc_allowed("shadow")
+    assert not any(etc_allowed(n) for n in ("pip.conf", "gitconfig", "netrc"))
     view = tmp_path / "view"
     assert _build_view(names, view, str(etc)) == []
     assert sorted(os.listdir(view)) == names
-    assert os.stat(view / "passwd").st_ino == os.stat(etc / "passwd").st_ino  # a hard link
+    assert os.stat(view / "passwd").st_ino != os.stat(etc / "passwd").st_ino  # a copy
+    assert (view / "passwd").read_text() == (etc / "passwd").read_text()
     assert os.readlink(view / "mtab") == "/proc/self/mounts"
     assert (view / "ssl" / "certs" / "ca.pem").read_text() == "CA\n"
-    assert oct(os.stat(view / "ssl" / "private").st_mode & 0o777) == oct(0o700)
-    (etc / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")  # an edit in place shows
-    assert (view / "passwd").read_text().endswith("/bin/sh\n")
+    assert sorted(os.listdir(view / "ssl")) == ["certs"]  # no ssl/private
+    assert sorted(os.listdir(view / "ssl" / "certs")) == ["ca.pem"]  # no *.key
+    (etc / "passwd").unlink()  # removed from /etc: nothing of it lives on in a new view
+    assert os.stat(view / "passwd").st_nlink == 1
 
 
 def test_the_key_changes_when_an_entry_is_added_removed_or_replaced(tmp_path: Path) -> None:
     etc = _fake_etc(tmp_path)
     keys = [_etc_key(_etc_entries(str(etc)), str(etc))]
-    (etc / "passwd").write_text("edited in place\n")
-    assert _etc_key(_etc_entries(str(etc)), str(etc)) == keys[0]  # the view still holds it
+    os.utime(etc / "passwd", ns=(1, 1))
+    keys.append(_etc_key(_etc_entries(str(etc)), str(etc)))  # edited in place: the view
+    # holds a copy, so it is made again
     (etc / "ssl" / "certs" / "new.pem").write_text("new\n")  # added deep down
     keys.append(_etc_key(_etc_entries(str(etc)), str(etc)))
     new = etc / "passwd.new"
@@ -67,20 +78,19 @@ def test_the_key_changes_when_an_entry_is_added_removed_or_replaced(tmp_path: Pa
 
 
 def test_looking_again_stats_only_what_the_key_was_made_from(tmp_path: Path) -> None:
-    """The once-a-second look at /etc: the stamp holds while nothing was added, removed
-    or replaced (an edit in place shows through the hard links anyway), and stops
-    holding at every change the full key would see, so the view is made again."""
+    """The once-a-second look at /etc: the stamp holds while nothing allowed changed,
+    and stops holding at every change the full key would see, so the view is made
+    again."""
     etc = _fake_etc(tmp_path)
 
     def stamp() -> tuple[tuple[str, int], ...]:
         return _etc_stamp(_etc_entries(str(etc)), str(etc))
 
     first = stamp()
-    (etc / "passwd").write_text("edited in place\n")
-    assert _stamp_holds(first)
     (etc / "shadow").write_text("edited too\n")  # not allowed, edited in place
     assert _stamp_holds(first)
     changes = [
+        lambda: os.utime(etc / "passwd", ns=(2, 2)),  # a top-level file edited in place
         lambda: (etc / "ssl" / "certs" / "new.pem").write_text("new\n"),  # deep down
         lambda: (etc / "ssl" / "certs" / "new.pem").unlink(),
         lambda: (etc / "ssl" / "sub").mkdir(),  # a new directory
@@ -110,6 +120,11 @@ def test_the_sandbox_sees_the_hosts_allowed_etc_and_cannot_write_it(tmp_path: Pa
         assert sorted(listing) == _etc_entries()
         assert s.exec(["cat", "/etc/passwd"]).stdout == Path("/etc/passwd").read_text()
         assert s.exec(["test", "-e", "/etc/shadow"]).exit_code != 0
+        # This host's own secrets (where it has them) stay on the host, root or not.
+        for secret in ("/etc/ssl/private", "/etc/pip.conf", "/etc/gitconfig", "/etc/netrc"):
+            assert s.exec(["test", "-e", secret]).exit_code != 0, secret
+        if Path("/etc/ssl/certs").is_dir():  # the public roots stay
+            assert s.exec(["test", "-d", "/etc/ssl/certs"]).exit_code == 0
         r = s.exec("touch /etc/arena-x; touch /etc/passwd; echo >> /etc/passwd; echo rc=$?")
         assert "rc=0" not in r.stdout and not Path("/etc/arena-x").exists()
         user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout
@@ -151,3 +166,15 @@ def test_the_reaper_keeps_the_view_in_use_however_old_and_a_lost_view_is_rebuilt
                            "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64",
                            "/lib64", "cat", "/etc/passwd"], capture_output=True, text=True)
     assert done.returncode == 0 and "root" in done.stdout, done.stderr
+
+
+def test_the_harness_side_view_of_etc_hides_the_same_names() -> None:
+    """Copies out of a local sandbox map paths through SandboxFS: the hidden names are
+    outside its view there too, at any depth."""
+    from posttrain_arena.sandbox.localfs import SandboxFS
+
+    fs = SandboxFS(Path("/nonexistent-state"), [])
+    for hidden in ("/etc/ssl/private", "/etc/ssl/private/server.key", "/etc/pip.conf",
+                   "/etc/gitconfig", "/etc/ssl/certs/client.key", "/etc/netrc"):
+        assert fs.host_of(hidden) == (None, False), hidden
+    assert fs.host_of("/etc/ssl/certs/ca.pem") == (Path("/etc/ssl/certs/ca.pem"), False)

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import SESSION_CAPABILITIES, Mount, PrerequisiteError
-from posttrain_arena.sandbox.localfs import SYSTEM_RO, SandboxFS, etc_allowed, sessions_dir
+from posttrain_arena.sandbox.localfs import (
+    SYSTEM_RO,
+    SandboxFS,
+    etc_allowed,
+    etc_hidden,
+    sessions_dir,
+)
 
 
 def bwrap_path() -> str:
@@ -63,8 +69,8 @@ def base_bwrap_args(
 
 
 ETC_VIEW_PREFIX = "etc-view-"
-"""Directories under sessions_dir() holding a sandbox's /etc as hard links (see
-_etc_args); the reaper removes old ones."""
+"""Directories under sessions_dir() holding a copy of a sandbox's /etc (see _etc_args);
+the reaper removes old ones."""
 
 ETC_RECHECK_SEC = 1.0
 """How often /etc is looked at again for a change (its directories' mtimes)."""
@@ -85,12 +91,13 @@ _etc_cache: _EtcArgs | None = None
 def _etc_args() -> list[str]:
     """bwrap arguments giving the sandbox only the allowed entries of the host's /etc.
 
-    One bind of a view directory (sessions_dir()/etc-view-KEY) that holds the allowed
-    entries as hard links to the host's files (so an edit in place shows at once),
-    their links and directories recreated: one mount instead of one per entry, whose
+    One bind of a view directory (sessions_dir()/etc-view-KEY) that holds copies of the
+    allowed entries (never hard links: a file removed from /etc must not live on in a
+    view), their links and directories recreated, hidden names (private keys,
+    credentials: localfs.ETC_HIDDEN) left out: one mount instead of one per entry, whose
     set-up and tear-down is most of a bwrap start's wall time. An entry that cannot be
-    linked (another file system, a file bound into a container) is bound over its
-    placeholder in the view. KEY is the mtimes of /etc and of every allowed directory
+    copied (unreadable to the harness) is bound over its placeholder in the view, with
+    its hidden names covered. KEY is the mtimes of /etc and of every allowed directory
     under it (and the inode of every other allowed entry), looked at again at most once
     a second, so a file added, removed or replaced there makes a new view. Looking
     again stats only what the key was made from (see _etc_stamp); /etc is listed and
@@ -136,7 +143,9 @@ def _etc_stamp(names: list[str], etc: str = "/etc") -> tuple[tuple[str, int], ..
     for name in names:
         top = f"{etc}/{name}"
         if os.path.islink(top) or not os.path.isdir(top):
-            stamp.append((f"{top}:ino", os.lstat(top).st_ino))
+            info = os.lstat(top)  # the view holds a copy: an edit in place changes it too
+            stamp.append((f"{top}:ino", info.st_ino))
+            stamp.append((f"{top}:mtime", info.st_mtime_ns))
             continue
         for dirpath, _dirs, _files in os.walk(top):  # never descends through a link
             stamp.append((dirpath, os.lstat(dirpath).st_mtime_ns))
@@ -150,6 +159,9 @@ def _stamp_holds(stamp: tuple[tuple[str, int], ...]) -> bool:
         for path, value in stamp:
             if path.endswith(":ino"):
                 if os.lstat(path[:-4]).st_ino != value:
+                    return False
+            elif path.endswith(":mtime"):
+                if os.lstat(path[:-6]).st_mtime_ns != value:
                     return False
             elif (os.stat(path) if path == stamp[0][0] else os.lstat(path)
                   ).st_mtime_ns != value:
@@ -174,7 +186,21 @@ def _bind_args(names: list[str]) -> list[str]:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
         else:
-            args += ["--ro-bind", path, path]
+            args += ["--ro-bind", path, path, *_hide_args(path)]
+    return args
+
+
+def _hide_args(top: str) -> list[str]:
+    """Mounts covering the hidden names (localfs.ETC_HIDDEN) inside a bound directory:
+    an empty tmpfs over a directory, /dev/null over anything else."""
+    args: list[str] = []
+    for dirpath, dirs, files in os.walk(top):
+        for name in [*dirs, *files]:
+            if etc_hidden(name):
+                full = f"{dirpath}/{name}"
+                args += (["--tmpfs", full] if os.path.isdir(full) and not os.path.islink(full)
+                         else ["--ro-bind", "/dev/null", full])
+        dirs[:] = [d for d in dirs if not etc_hidden(d)]
     return args
 
 
@@ -201,7 +227,7 @@ def _view_args(names: list[str], key: str) -> tuple[list[str], str] | None:
         return None
     args = ["--ro-bind", str(view), "/etc"]
     for name in unlinked:
-        args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}", *_hide_args(f"/etc/{name}")]
     return args, str(view)
 
 
@@ -227,17 +253,20 @@ def _build_view(names: list[str], dest: Path, etc: str = "/etc") -> list[str]:
 
 
 def _mirror(src: str, dst: Path) -> None:
-    """Hard-link a file, recreate a link, recreate a directory and recurse; other kinds
-    (devices, sockets, fifos) are left out."""
+    """Copy a file (a copy, never a hard link: a file later removed from /etc must not
+    live on in a view, nor a view share the host's inode), recreate a link, recreate a
+    directory and recurse, leaving out hidden names (localfs.ETC_HIDDEN: private keys,
+    credentials); other kinds (devices, sockets, fifos) are left out."""
     info = os.lstat(src)
     if stat.S_ISLNK(info.st_mode):
         os.symlink(os.readlink(src), dst)
     elif stat.S_ISREG(info.st_mode):
-        os.link(src, dst, follow_symlinks=False)
+        shutil.copy2(src, dst, follow_symlinks=False)
+        os.chmod(dst, stat.S_IMODE(info.st_mode) & 0o555)
     elif stat.S_ISDIR(info.st_mode):
         os.mkdir(dst)
         with os.scandir(src) as entries:
             for entry in entries:
-                _mirror(entry.path, dst / entry.name)
+                if not etc_hidden(entry.name):
+                    _mirror(entry.path, dst / entry.name)
         os.chmod(dst, stat.S_IMODE(info.st_mode))
-        os.chown(dst, info.st_uid, info.st_gid)

@@ -31,13 +31,24 @@ ETC_ALLOWED = (
     "protocols", "services", "networks", "ethertypes", "mime.types", "magic", "magic.mime",
     "ssl", "ca-certificates", "ca-certificates.conf", "os-release", "lsb-release",
     "debian_version", "terminfo", "locale.alias", "locale.gen", "mtab", "python3",
-    "python3.*", "perl", "gitconfig", "fonts", "java-*", "R", "ImageMagick-*", "vim",
-    "xdg", "mailcap", "manpath.config", "pip.conf", "matplotlibrc",
+    "python3.*", "perl", "fonts", "java-*", "R", "ImageMagick-*", "vim",
+    "xdg", "mailcap", "manpath.config", "matplotlibrc",
 )
 """The entries of the host's /etc a local sandbox sees (patterns, read-only): what
 programs need to run (users, name service, the loader, shell start-up, TLS roots,
 interpreter configuration). Everything else (shadow files, sudoers, ssh keys, the
-machine id, the engine's and services' configuration) is absent."""
+machine id, the engine's and services' configuration, and configuration that commonly
+holds credentials: pip.conf's index URLs, gitconfig's credential helpers and tokens) is
+absent."""
+
+ETC_HIDDEN = (
+    "private", "*.key", "*.p12", "*.pfx", "*.jks", "netrc", ".netrc", "*credential*",
+    "*secret*", "*token*", "*password*", "pip.conf", "gitconfig", ".git-credentials",
+    "*.pem.key",
+)
+"""Names hidden at any depth inside an allowed /etc entry (patterns): private keys
+(`ssl/private`, `*.key`, key stores) and files named for credentials. `ssl/certs` (the
+public TLS roots) stays; `ssl/private` does not, whoever runs the sandbox."""
 
 
 def sessions_dir() -> Path:
@@ -92,12 +103,25 @@ def root_for(path: str, roots: list[str] | tuple[str, ...] = DEFAULT_ROOTS) -> s
 
 
 _ETC_ALLOWED_RE = re.compile("|".join(fnmatch.translate(p) for p in ETC_ALLOWED))
+_ETC_HIDDEN_RE = re.compile("|".join(fnmatch.translate(p) for p in ETC_HIDDEN), re.IGNORECASE)
 
 
 def etc_allowed(name: str) -> bool:
     """Whether the sandbox sees the host's /etc/<name> (one match of all the patterns:
     it runs for every entry of /etc each time the view is looked at again)."""
-    return _ETC_ALLOWED_RE.match(name) is not None
+    return _ETC_ALLOWED_RE.match(name) is not None and not etc_hidden(name)
+
+
+def etc_hidden(name: str) -> bool:
+    """Whether an entry named `name` is hidden wherever it is under /etc (ETC_HIDDEN)."""
+    return _ETC_HIDDEN_RE.match(name) is not None
+
+
+def etc_visible(relative: str) -> bool:
+    """Whether the sandbox sees the host's /etc/<relative> (e.g. 'ssl/certs/x.pem'): its
+    top entry is allowed and no part of it is hidden."""
+    parts = [p for p in relative.split("/") if p]
+    return bool(parts) and etc_allowed(parts[0]) and not any(etc_hidden(p) for p in parts)
 
 
 class SandboxFS:
@@ -121,7 +145,7 @@ class SandboxFS:
             if is_under(path, root):
                 return self.state / path.lstrip("/"), True
         parts = path.strip("/").split("/")
-        if parts[0] == "etc" and len(parts) > 1 and not etc_allowed(parts[1]):
+        if parts[0] == "etc" and len(parts) > 1 and not etc_visible("/".join(parts[1:])):
             return None, False
         if parts[0] in SYSTEM_RO:
             return Path(path), False
