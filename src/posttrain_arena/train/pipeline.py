@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from posttrain_arena.codehash import code_hash
 from posttrain_arena.train.plan import Plan, plan
 from posttrain_arena.train.recipe import Recipe, RecipeError, is_remote
 from posttrain_arena.train.score import Score
@@ -29,6 +30,9 @@ from posttrain_arena.train.stages import (
     no_progress,
 )
 from posttrain_arena.trial.executor import TrialExecutor
+
+if TYPE_CHECKING:
+    from posttrain_arena.train.steps import Steps
 
 __all__ = ["Plan", "Score", "launch_problems", "plan", "run_dir_for", "run_recipe",
            "run_until"]
@@ -109,8 +113,22 @@ def _run_graph(recipe: Recipe, run_dir: Path, the_plan: Plan, *, resume: bool,
     (run_dir / "plan.json").write_text(the_plan.model_dump_json(indent=2))
     runner = StageRunner(run_dir, progress=progress, resume=resume, shared=shared)
     steps = Steps(recipe, run_dir, runner, executor)
+    graph = stage_graph(recipe, steps)
+    if until is not None and until not in {s.name for s in graph}:
+        raise ValueError(f"no stage {until!r}; the stages are {[s.name for s in graph]}")
+    try:
+        for stage in graph:
+            runner.run(stage)
+            if stage.name == until:
+                break
+    finally:
+        steps.close()
+
+
+def stage_graph(recipe: Recipe, steps: Steps) -> list[Stage]:
+    """The stages in order, each keyed on the recipe sections it runs under."""
     r = recipe
-    graph = [
+    return [
         Stage("snapshot", steps.snapshot, r.section_hash("model", "train", "eval")),
         Stage("leakage", steps.leakage, r.section_hash("train"), reads=("snapshot",)),
         Stage("eligibility", steps.eligibility, r.section_hash("task_gates", "agent", "runtime"),
@@ -133,23 +151,12 @@ def _run_graph(recipe: Recipe, run_dir: Path, the_plan: Plan, *, resume: bool,
               reads=("snapshot", "leakage", "eligibility", "baseline", "teacher", "sft",
                      "after_sft", "gate", "grpo", "final")),
     ]
-    if until is not None and until not in {s.name for s in graph}:
-        raise ValueError(f"no stage {until!r}; the stages are {[s.name for s in graph]}")
-    try:
-        for stage in graph:
-            runner.run(stage)
-            if stage.name == until:
-                break
-    finally:
-        steps.close()
 
 
 def _base_and_suite(records: dict[str, StageRecord]) -> dict[str, Any]:
     """What the baseline depends on besides its sections: the base model and the suite,
     not the collection (so every collection's run of a challenge shares one baseline),
-    and the code that measures it."""
-    from posttrain_arena import __version__
-
+    and the code that measures it (its content hash: the version string never changes)."""
     snap = records["snapshot"].summary
     return {"model": snap["model"], "suite": snap["suite"]["content_hash"],
-            "package": __version__}
+            "code": code_hash()}
