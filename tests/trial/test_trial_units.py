@@ -48,15 +48,44 @@ def test_missing_and_linked_rewards(tmp_path: Path) -> None:
     assert reward is None and "not a regular file" in (reason or "")
 
 
-def test_pytest_exit_codes_map_to_rewards_or_errors(tmp_path: Path) -> None:
-    def outcome(code: int) -> float | None:
-        return read_outcome(tmp_path, exit_code=code, timed_out=False, timeout=5,
-                            pytest_only=True).reward
+def _ctrf(logs: Path, *statuses: str) -> None:
+    tests = [{"name": f"t{i}", "status": s} for i, s in enumerate(statuses)]
+    (logs / "ctrf.json").write_text(json.dumps({"results": {"tests": tests}}))
 
-    assert outcome(0) == 1.0 and outcome(1) == 0.0
-    assert outcome(5) is None and outcome(2) is None
+
+def _pytest_reading(logs: Path, code: int) -> tuple[float | None, str]:
+    reading = read_outcome(logs, exit_code=code, timed_out=False, timeout=5,
+                           pytest_only=True)
+    return reading.reward, reading.reason or ""
+
+
+def test_pytest_verdicts_need_a_report_that_agrees(tmp_path: Path) -> None:
+    for code in (0, 1):  # no per-test report: never a verdict from the exit status alone
+        reward, why = _pytest_reading(tmp_path, code)
+        assert reward is None and "no per-test report" in why
+    _ctrf(tmp_path, "passed", "passed")
+    assert _pytest_reading(tmp_path, 0) == (1.0, "")
+    assert _pytest_reading(tmp_path, 1)[0] is None  # exit 1, nothing failed: disagree
+    _ctrf(tmp_path, "passed", "failed")
+    assert _pytest_reading(tmp_path, 1) == (0.0, "")
+    reward, why = _pytest_reading(tmp_path, 0)  # exit 0 over a failure: disagree
+    assert reward is None and "disagree" in why
+    _ctrf(tmp_path, "skipped", "skipped")  # a skip never passes
+    reward, why = _pytest_reading(tmp_path, 0)
+    assert reward == 0.0 and "no test passed" in why
+    _ctrf(tmp_path)
+    assert _pytest_reading(tmp_path, 0)[0] == 0.0
+    assert _pytest_reading(tmp_path, 5)[0] is None and _pytest_reading(tmp_path, 2)[0] is None
     timed = read_outcome(tmp_path, exit_code=0, timed_out=True, timeout=5, pytest_only=True)
     assert timed.reward is None and "5 s" in (timed.reason or "")
+
+
+def test_ctrf_names_that_are_not_utf8_become_text(tmp_path: Path) -> None:
+    name = "test_x[" + b"\xff".decode("utf-8", "surrogateescape") + "]"
+    (tmp_path / "ctrf.json").write_text(json.dumps(
+        {"results": {"tests": [{"name": name, "status": "failed"}]}}))
+    (detail,) = read_ctrf(tmp_path / "ctrf.json")
+    assert detail.name.encode("utf-8") and detail.status == "failed"
 
 
 def test_ctrf_details(tmp_path: Path) -> None:

@@ -56,6 +56,9 @@ _EMPTY = (
 )
 """Empties each path in place (a directory may be a mount point, so it is kept)."""
 
+_NOT_FOUND = "executable file not found"
+"""What the engine answers when an exec's program does not exist in the image."""
+
 TAR_OVERHEAD = 1536
 """Archive bytes per entry beyond its data (header and padding), for the byte bound."""
 
@@ -111,6 +114,7 @@ class DockerSession:
         self.output = output
         self._stopped = False
         self._halted = False
+        self._shell = ["bash", "-lc"]
 
     def exec(
         self,
@@ -125,12 +129,37 @@ class DockerSession:
     ) -> ExecResult:
         """Run a command through the exec API; on timeout kill its whole tree.
         `stdin`: bytes fed to the command's standard input, which is then closed, or a
-        callable giving them once the command runs (see Session.exec)."""
+        callable giving them once the command runs (see Session.exec). A string runs
+        under `bash -lc`, or `/bin/sh -lc` in an image without bash (found out on the
+        first string the engine could not start bash for, then kept)."""
+        if not isinstance(command, str):
+            return self._exec(list(command), timeout=timeout, user=user, env=env,
+                              workdir=workdir, on_output=on_output, stdin=stdin)
+        result = self._exec([*self._shell, command], timeout=timeout, user=user, env=env,
+                            workdir=workdir, on_output=on_output, stdin=stdin)
+        if (self._shell[0] == "bash" and result.exit_code in (126, 127) and not callable(stdin)
+                and _NOT_FOUND in result.stdout + result.stderr and '"bash"' in result.stdout
+                + result.stderr):
+            self._shell = ["/bin/sh", "-lc"]
+            result = self._exec([*self._shell, command], timeout=timeout, user=user, env=env,
+                                workdir=workdir, on_output=on_output, stdin=stdin)
+        return result
+
+    def _exec(
+        self,
+        argv: list[str],
+        *,
+        timeout: float | None,
+        user: str | None,
+        env: Mapping[str, str] | None,
+        workdir: str | None,
+        on_output: Callable[[str], None] | None,
+        stdin: Stdin | None,
+    ) -> ExecResult:
         import docker.errors
 
         if self._stopped or self._halted:
             raise SandboxError(f"session {self.id} is {'stopped' if self._stopped else 'halted'}")
-        argv = ["bash", "-lc", command] if isinstance(command, str) else list(command)
         marker = uuid.uuid4().hex
         environment = {**(env or {}), "ARENA_EXEC_ID": marker}
         t0 = time.monotonic()

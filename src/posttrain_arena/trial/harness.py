@@ -9,10 +9,12 @@ verifier session, next to two launchers:
   directory ignored, and no cache written;
 * `run_python.py`: runs a script the same way the interpreter would, but (with `-S`)
   adds the image's site-packages without executing .pth files or sitecustomize;
-* `supervise.py`: the verifier's top process (see trial/supervise.py).
+* `supervise`: the verifier's top process (trial/supervise.c), a static program the
+  harness compiles from its own source with the host's C compiler (`cc -static`), so
+  that verification asks the task's image for no interpreter, shell or tar.
 
-The bundle is built once per host in a cache directory and mounted (or copied) into the
-session at `HARNESS_DIR`.
+The bundle is built once per host under the cache directory (paths.cache_home) and
+mounted (or copied) into the session at `HARNESS_DIR`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -30,6 +33,19 @@ from posttrain_arena.paths import cache_home
 
 HARNESS_DIR = "/opt/arena-harness"
 """Where the bundle lives inside a verifier session (fresh mode)."""
+
+SUPERVISOR = "supervise"
+"""The supervisor's name in the bundle."""
+
+RESTORE_FAILED = 86
+"""The supervisor's exit status when it could not empty the roots or restore the state
+(it then ran nothing and wrote no status; see supervise.c)."""
+
+CC_FLAGS = ("-static", "-Os", "-s", "-Wall")
+
+
+class HarnessBuildError(RuntimeError):
+    """The harness runtime cannot be built on this host (the message has the fix)."""
 
 # Pure-Python packages pytest needs at run time (Python >= 3.10).
 _PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py")
@@ -104,7 +120,7 @@ _built: Path | None = None
 def _bundle_key() -> str:
     h = hashlib.sha256(__version__.encode())
     for text in (RUN_PYTEST, RUN_PYTHON, PYTEST_LAUNCHER, _plugin_path().read_text(),
-                 _supervisor_path().read_text()):
+                 _supervisor_path().read_text(), " ".join(CC_FLAGS)):
         h.update(text.encode())
     for name in _PACKAGES:
         spec = importlib.util.find_spec(name)
@@ -121,7 +137,23 @@ def _plugin_path() -> Path:
 
 
 def _supervisor_path() -> Path:
-    return Path(__file__).with_name("supervise.py")
+    return Path(__file__).with_name("supervise.c")
+
+
+def compile_supervisor(dest: Path) -> None:
+    """Compile supervise.c into a static program at `dest` (HarnessBuildError with the
+    fix when this host cannot)."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise HarnessBuildError(
+            "the harness compiles its verifier supervisor and no C compiler was found; "
+            "fix: apt-get install gcc libc6-dev (or scripts/setup.sh --sandbox)")
+    done = subprocess.run([cc, *CC_FLAGS, "-o", str(dest), str(_supervisor_path())],
+                          capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        raise HarnessBuildError(
+            f"cannot compile the verifier supervisor with {cc}: {done.stderr.strip()[-600:]}; "
+            "fix: install the static C library (apt-get install libc6-dev)")
 
 
 def harness_bundle(cache_root: Path | None = None) -> Path:
@@ -132,10 +164,14 @@ def harness_bundle(cache_root: Path | None = None) -> Path:
             return _built
         root = cache_root or cache_home()
         target = root / "harness" / _bundle_key()
-        if not (target / "pytest").is_file():
+        if not (target / SUPERVISOR).is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
-            _fill(tmp)
+            try:
+                _fill(tmp)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
             try:
                 tmp.rename(target)
             except OSError:  # another process won the race; theirs is identical
@@ -160,11 +196,11 @@ def _fill(dest: Path) -> None:
         else:
             shutil.copy2(origin, site / origin.name)
     shutil.copy2(_plugin_path(), dest / "arena_ctrf.py")
-    shutil.copy2(_supervisor_path(), dest / "supervise.py")
     (dest / "run_pytest.py").write_text(RUN_PYTEST)
     (dest / "run_python.py").write_text(RUN_PYTHON)
     launcher = dest / "pytest"
     launcher.write_text(PYTEST_LAUNCHER)
-    launcher.chmod(0o755)
+    compile_supervisor(dest / SUPERVISOR)
+    programs = (launcher, dest / SUPERVISOR)
     for path in [dest, *dest.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() or path == launcher else 0o644)
+        path.chmod(0o755 if path.is_dir() or path in programs else 0o644)

@@ -45,6 +45,7 @@ from posttrain_arena.trial.verifier import (
     LOGS_DIR,
     VerifierCommand,
     build_command,
+    test_sh_shell,
 )
 
 AGENT_GRACE_SEC = 5.0
@@ -110,7 +111,7 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
             # after the probe, before the agent: the verifier's exec waits for the state
             # (its sandbox, shell and supervisor started while the agent works, on every
             # backend: on local too that is the bwrap and interpreter start it saves)
-            early = onecall.EarlyExec(plan, verifier_future, roots, _fresh_command(plan), pool)
+            early = onecall.EarlyExec(plan, verifier_future, roots, fresh_command(plan), pool)
         ended = _agent_phase(plan, agent_session)
         if ended is not None:
             return ended
@@ -249,11 +250,12 @@ def _end_agent_processes(plan: TrialPlan, session: Session) -> None:
         session.kill_all()
 
 
-def _fresh_command(plan: TrialPlan) -> VerifierCommand:
+def fresh_command(plan: TrialPlan) -> VerifierCommand:
     """The verifier's command in a fresh session (the pristine image's environment)."""
     return build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
                          harness_dir=HARNESS_DIR, workdir=plan.workdir,
-                         base_env=dict(plan.image.env), isolate_site=False)
+                         base_env=dict(plan.image.env), isolate_site=False,
+                         shell=test_sh_shell(plan.task.verifier_dir / "test.sh"))
 
 
 def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
@@ -286,7 +288,7 @@ def _verify_state(plan: TrialPlan, report: StateReport, vsession: Session,
     """Verify fetched state roots in the verifier's pristine session (see _verify_fresh;
     without an early exec, as for a kept state verified again, a small state goes in the
     same one exec, started now)."""
-    command = _fresh_command(plan)
+    command = fresh_command(plan)
     if plan.backend.host_copies and early is None:  # emptied at start; host copies
         put_state(vsession, report)
         plan.timings["state_copy"] = time.monotonic() - t0
@@ -308,7 +310,7 @@ def _verify_state(plan: TrialPlan, report: StateReport, vsession: Session,
         sessions.append(vsession)
     elif early is not None:
         early.withdraw()  # too large to hold in memory: the plain way, in this session
-    clear_roots(vsession, roots, logs=LOGS_DIR)
+    verification.empty_roots(vsession, command, roots)
     put_state(vsession, report)
     plan.timings["state_copy"] = time.monotonic() - t0
     reading = verification.run(plan, vsession, command)

@@ -34,18 +34,15 @@ from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.spec.steps import Step, aggregate
 from posttrain_arena.spec.task import Isolation
 from posttrain_arena.trial import lifecycle, verification
-from posttrain_arena.trial.harness import HARNESS_DIR
 from posttrain_arena.trial.pristine import TaskRefused
 from posttrain_arena.trial.result import Outcome, TestDetail
 from posttrain_arena.trial.state import (
     SavedState,
     StateTooLarge,
-    clear_roots,
     fetch_state,
     put_state,
     state_roots,
 )
-from posttrain_arena.trial.verifier import LOGS_DIR, build_command
 
 NO_SOLUTION = "#!/bin/bash\n# this step has no reference solution: nothing to do\n"
 
@@ -127,12 +124,10 @@ def _verify_step(plan: lifecycle.TrialPlan, session: Session, roots: list[str],
     changed = session.changed_paths() if plan.keep_state is not None else []
     vsession = lifecycle._start_verifier(plan, roots)
     try:
+        command = lifecycle.fresh_command(plan)
         if not plan.backend.host_copies:  # emptied at start only where the host copies
-            clear_roots(vsession, roots, logs=LOGS_DIR)
+            verification.empty_roots(vsession, command, roots)
         put_state(vsession, report)
-        command = build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
-                                harness_dir=HARNESS_DIR, workdir=plan.workdir,
-                                base_env=dict(plan.image.env), isolate_site=False)
         reading = verification.run(plan, vsession, command)
         assert reading is not None  # no prefix: the verifier always ran
     finally:

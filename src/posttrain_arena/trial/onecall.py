@@ -2,24 +2,22 @@
 
 The plain path takes two engine round trips after the agent's state is fetched: copy
 the state in (an archive upload, which costs the engine a helper process), then run the
-verifier (an exec). Where the state is small, one exec does both with the pristine
-image's own `/bin/sh` and `tar`:
+verifier (an exec). Where the state is small, one exec of the harness's own static
+supervisor does both, with nothing of the image's (no shell, no tar):
 
-    empty the roots and the output directory  ──▶  exec the supervisor, which restores
-    the state from stdin (tar -x, before any of it runs)  ──▶  the supervised verifier
+    the supervisor empties the roots and the output directory  ──▶  restores the state
+    from stdin (before any of it runs)  ──▶  runs the verifier under its supervision
 
-The wrapper and the restore run before any of the agent's code can, and the verifier's
+The emptying and the restore run before any of the agent's code can, and the verifier's
 output is read exactly as on the plain path (verification.run: halt, then copy out).
-When the state cannot be restored that way (no tar in the image) the exec exits with
-STATE_FAILED and no supervisor status; the caller then goes the plain way in a new
-pristine session.
+When the state cannot be restored that way (a root on a read-only path of the image)
+the exec exits with STATE_FAILED and no supervisor status; the caller then goes the
+plain way in a new pristine session.
 
-`EarlyExec` starts that exec before the state exists, while the agent works: the wrapper
-and the supervisor's interpreter are up, waiting on stdin, when the agent's session has
-been halted and read. Both backends take it: on local, where a copy in is a plain host
-copy, what it saves is the sandbox's start (bwrap, its mounts, the shell) and the
-supervisor's interpreter; the state's `tar` there is the host's (system directories are
-bound read-only from the host).
+`EarlyExec` starts that exec before the state exists, while the agent works: the
+supervisor is up, waiting on stdin, when the agent's session has been halted and read.
+Both backends take it: on local, where a copy in is a plain host copy, what it saves is
+the sandbox's start (bwrap, its mounts).
 """
 
 from __future__ import annotations
@@ -28,40 +26,17 @@ import contextlib
 from concurrent.futures import Executor, Future
 
 from posttrain_arena.sandbox.base import Session
-from posttrain_arena.spec.trust import DEFAULT_PATH
 from posttrain_arena.trial import verification
+from posttrain_arena.trial.harness import RESTORE_FAILED
 from posttrain_arena.trial.plan import TrialPlan
-from posttrain_arena.trial.supervise import RESTORE_FAILED
 from posttrain_arena.trial.verification import Reading
-from posttrain_arena.trial.verifier import LOGS_DIR, VerifierCommand
+from posttrain_arena.trial.verifier import VerifierCommand
 
 MAX_STATE_BYTES = 64 << 20
 """Larger state goes the plain way (the archive is held in memory)."""
 
 STATE_FAILED = RESTORE_FAILED
-"""The exit status of the exec when the state could not be restored (the wrapper's
-and the supervisor's)."""
-
-_WRAP = "PATH=" + DEFAULT_PATH + r"""
-logs=$1; n=$2; shift 2
-while [ "$n" -gt 0 ]; do
-  p=$1; shift; n=$((n - 1))
-  if [ -d "$p" ] && [ ! -L "$p" ]; then
-    find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || exit 86
-  else rm -rf -- "$p" || exit 86; fi
-done
-if [ -d "$logs" ] && [ ! -L "$logs" ]; then
-  find "$logs" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + || exit 86
-else rm -rf -- "$logs" || exit 86; fi
-mkdir -p -m 0755 -- "$logs" || exit 86
-exec "$@"
-"""
-
-
-def wrapper(roots: list[str]) -> list[str]:
-    """The argv prefix that empties `roots` and the output directory, then execs the
-    rest of the argv (the supervisor, which restores the state from stdin)."""
-    return ["/bin/sh", "-c", _WRAP, "arena-verify", LOGS_DIR, str(len(roots)), *roots]
+"""The exit status of the exec when the state could not be restored."""
 
 
 def verify_now(plan: TrialPlan, session: Session, roots: list[str],
@@ -69,8 +44,7 @@ def verify_now(plan: TrialPlan, session: Session, roots: list[str],
     """The same one exec for a state already at hand (a kept state verified again, with
     no agent phase to overlap): empty the roots, restore `archive`, verify. None when
     the image could not restore it (as `EarlyExec.feed`)."""
-    return verification.run(plan, session, command, prefix=wrapper(roots), stdin=archive,
-                            untar="/", prefix_failed=STATE_FAILED)
+    return verification.run(plan, session, command, empty=roots, stdin=archive, untar="/")
 
 
 class StateWithdrawn(Exception):
@@ -80,11 +54,10 @@ class StateWithdrawn(Exception):
 
 class EarlyExec:
     """The one exec, started in the verifier's pristine session while the agent works:
-    the wrapper empties the roots and the output directory, then the supervisor waits
-    in `tar` for the state on its stdin; the verifier's timeout counts from when it
-    arrives. So after the agent phase only the state's bytes stand between reading the
-    agent's halted session and the verifier, not an exec's start, a shell and the
-    supervisor's interpreter.
+    the supervisor empties the roots and the output directory, then waits for the state
+    on its stdin; the verifier's timeout counts from when it arrives. So after the agent
+    phase only the state's bytes stand between reading the agent's halted session and
+    the verifier, not an exec's start.
 
     Started only after the pristine probe (the probe reads the session before anything
     of the harness's has run in it) and in a session no agent can reach. `feed` or
@@ -100,9 +73,8 @@ class EarlyExec:
         pristine = session.result()
         if self._state.done() and self._state.exception() is not None:
             raise StateWithdrawn()  # withdrawn before the session was up: start nothing
-        return verification.run(plan, pristine, command, prefix=wrapper(roots),
-                                stdin=lambda: self._state.result(), untar="/",
-                                prefix_failed=STATE_FAILED)
+        return verification.run(plan, pristine, command, empty=roots,
+                                stdin=lambda: self._state.result(), untar="/")
 
     def feed(self, archive: bytes) -> Reading | None:
         """Send the state (an uncompressed tar named from '/'); the verifier's reading,
@@ -111,8 +83,8 @@ class EarlyExec:
         return self._reading.result()
 
     def withdraw(self) -> None:
-        """The state will not come: end the exec (its wrapper only emptied the roots and
-        the output directory) and wait until it has ended. Idempotent."""
+        """The state will not come: end the exec (it only emptied the roots and the
+        output directory) and wait until it has ended. Idempotent."""
         if not self._state.done():
             self._state.set_exception(StateWithdrawn())
         with contextlib.suppress(Exception):  # whatever it raised, it is over

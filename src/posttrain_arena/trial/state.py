@@ -14,8 +14,10 @@ import json
 import os
 import posixpath
 import shutil
+import stat
 import tarfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,13 +150,48 @@ def put_state(verifier: Session, report: StateReport) -> None:
 
 
 def state_archive(report: StateReport) -> bytes:
-    """The fetched roots as one uncompressed tar, members named relative to '/' (what
-    `tar -x -C /` in the verifier's session restores; links stay links)."""
+    """The fetched roots as one uncompressed GNU tar, members named relative to '/' (what
+    the harness's supervisor restores under '/'): directories, regular files and links
+    (as links), each name as its bytes, no hard links, walked without recursion."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT, encoding="utf-8",
+                      errors="surrogateescape") as tar:
         for root, host in report.hosts.items():
-            tar.add(str(host), arcname=root.lstrip("/"), recursive=True)
+            for path, arcname in _entries(host, root.lstrip("/")):
+                _add(tar, path, arcname)
     return buf.getvalue()
+
+
+def _entries(host: Path, arcname: str) -> Iterator[tuple[str, str]]:
+    """(host path, member name) of `host` and everything under it, parents first, by
+    an explicit stack (no recursion limit), links never followed."""
+    todo = [(str(host), arcname)]
+    while todo:
+        path, name = todo.pop()
+        yield path, name
+        if os.path.isdir(path) and not os.path.islink(path):
+            with os.scandir(path) as it:
+                children = sorted(e.name for e in it)
+            todo.extend((os.path.join(path, c), f"{name}/{c}") for c in reversed(children))
+
+
+def _add(tar: tarfile.TarFile, path: str, name: str) -> None:
+    info = os.lstat(path)
+    member = tarfile.TarInfo(name)
+    member.mode, member.uid, member.gid = stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid
+    member.mtime = int(info.st_mtime)
+    if stat.S_ISDIR(info.st_mode):
+        member.type = tarfile.DIRTYPE
+        tar.addfile(member)
+    elif stat.S_ISLNK(info.st_mode):
+        member.type, member.linkname = tarfile.SYMTYPE, os.readlink(path)
+        tar.addfile(member)
+    elif stat.S_ISREG(info.st_mode):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh:
+            member.size = os.fstat(fd).st_size
+            tar.addfile(member, fh)
+    # devices, fifos and sockets are not state (copy_out never brings them)
 
 
 def _count(root: Path) -> tuple[int, int]:

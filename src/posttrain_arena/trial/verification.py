@@ -3,7 +3,9 @@
     exec under the supervisor ──▶ halt the session ──▶ copy its output directory out
     (bounded) ──▶ keep the regular files in the record ──▶ supervisor status ──▶ reward
 
-The order is the defence. The verifier's command runs under `supervise.py`, which kills
+The order is the defence. The verifier's command runs under the harness's static
+supervisor (`supervise.c`, mounted from the host: nothing of the task's image starts
+it), which kills
 every process the verifier started before it exits and records any that outlived its
 parent. Then the whole session is halted (docker: the container's PID 1 is killed, so
 the kernel ends its pid namespace; local: the session's cgroup is killed), so no
@@ -27,13 +29,15 @@ from typing import Any
 from posttrain_arena.sandbox.base import (
     ExecResult,
     MissingPath,
+    SandboxError,
     Session,
     Stdin,
     TransferBounds,
     TransferLimit,
 )
+from posttrain_arena.trial.harness import RESTORE_FAILED
 from posttrain_arena.trial.hostfiles import keep_regular_files, read_regular
-from posttrain_arena.trial.plan import TrialPlan
+from posttrain_arena.trial.plan import HARNESS_CWD, TrialPlan
 from posttrain_arena.trial.result import TestDetail
 from posttrain_arena.trial.rubric import apply_rubric
 from posttrain_arena.trial.verifier import VerifierCommand, read_outcome, supervised_argv
@@ -54,27 +58,38 @@ class Reading:
 
 
 def run(plan: TrialPlan, session: Session, command: VerifierCommand, *,
-        prefix: list[str] | None = None, stdin: Stdin | None = None,
-        untar: str | None = None, prefix_failed: int | None = None) -> Reading | None:
-    """Run `command` in `session` under the supervisor (after `prefix`, a wrapper that
-    ends by exec'ing its arguments; the supervisor first restores a tar from stdin
-    under `untar`, when given), halt the session, keep its output, read it.
-    None when the exec exited with `prefix_failed` and no supervisor status: the
-    prefix or the restore failed, the verifier did not run (the session is halted
-    either way)."""
-    result = session.exec([*(prefix or []), *supervised_argv(command, untar=untar)],
-                          timeout=plan.verifier_timeout, workdir=command.workdir,
+        empty: list[str] | None = None, stdin: Stdin | None = None,
+        untar: str | None = None) -> Reading | None:
+    """Run `command` in `session` under the supervisor, halt the session, keep its
+    output, read it. `empty`: state roots the supervisor first empties (with the output
+    directory); `untar`: it then restores a tar from `stdin` under that directory.
+    None when it did one of those and exited RESTORE_FAILED with no status: the state
+    could not be put in place, the verifier did not run (the session is halted either
+    way)."""
+    result = session.exec(supervised_argv(command, empty=empty, untar=untar),
+                          timeout=plan.verifier_timeout, workdir=HARNESS_CWD,
                           user="root", stdin=stdin)
     session.halt()  # before anything is read: nothing may write after this
     problem = collect_output(plan, session, command.logs_dir)
     plan.record.write_text("stdout.txt", result.stdout)
     plan.record.write_text("stderr.txt", result.stderr)
-    if (prefix_failed is not None and result.exit_code == prefix_failed
+    if ((empty is not None or untar is not None) and result.exit_code == RESTORE_FAILED
             and not result.timed_out and read_status(plan.record.verifier_dir) is None):
         return None
     if problem is not None:
         return Reading(None, problem)
     return judge(plan, command, result)
+
+
+def empty_roots(session: Session, command: VerifierCommand, roots: list[str]) -> None:
+    """Empty the state roots and the output directory of a pristine verifier session
+    with the harness's supervisor (nothing of the image runs), before a state is
+    copied in by other means. SandboxError when it cannot."""
+    result = session.exec(supervised_argv(command, empty=roots, run=False), timeout=120,
+                          user="root", workdir=HARNESS_CWD)
+    if result.exit_code != 0 or result.timed_out:
+        raise SandboxError(f"cannot prepare the verifier's session {session.id}: "
+                           f"{(result.stderr or result.stdout).strip()[-300:]}")
 
 
 def collect_output(plan: TrialPlan, session: Session, logs_dir: str) -> str | None:
