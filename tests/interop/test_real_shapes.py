@@ -7,20 +7,21 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.interop.corpus import BASE
-from tests.interop.real_shapes import (
-    SKILLSBENCH_INPUT_COMPOSE,
-    SKILLSBENCH_MAIN_COMPOSE,
-    SKILLSBENCH_TWO_SERVICES,
-    write_benchflow_task,
-    write_tb2_task,
-)
 
 from posttrain_arena.spec.checks import check_task
 from posttrain_arena.spec.domain_map import map_domain
 from posttrain_arena.spec.domains import Domain, composition_violations
 from posttrain_arena.spec.findings import SpecError
 from posttrain_arena.spec.package import Layout, load_task
+
+from .corpus import BASE
+from .real_shapes import (
+    SKILLSBENCH_INPUT_COMPOSE,
+    SKILLSBENCH_MAIN_COMPOSE,
+    SKILLSBENCH_TWO_SERVICES,
+    write_benchflow_task,
+    write_tb2_task,
+)
 
 
 def _codes(report, severity: str) -> list[str]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,15 +22,36 @@ def register(app: typer.Typer) -> None:
     """Commands live on the shared `task` and `collection` groups (see cli/groups.py)."""
 
 
+_IMAGE_MAP_HELP = ("A TOML file of `\"public/name:tag\" = \"local/name:tag\"` lines: FROM "
+                   "images to build from instead (sets ARENA_IMAGE_MAP; docs/task-format.md, "
+                   "\"Base images\").")
+_TAIL_LINES = 20
+
+
+def _use_image_map(path: Path | None) -> None:
+    if path is None:
+        return
+    if not path.is_file():
+        typer.echo(f"error: image map {path} does not exist", err=True)
+        raise typer.Exit(2)
+    from posttrain_arena.sandbox.imagemap import IMAGE_MAP_ENV
+
+    os.environ[IMAGE_MAP_ENV] = str(path.resolve())
+
+
 def _runner(backend: str, network: bool, records: Path | None,
             *, batch: bool = False) -> TrialRunner:
+    """The runner; records go under records/<backend> so that a task's docker and local
+    trials (one trial id: same task, agent and seed) keep separate records."""
     from posttrain_arena.sandbox.base import PrerequisiteError
+    from posttrain_arena.sandbox.registry import get_backend
     from posttrain_arena.trial.runner import TrialRunner
 
     try:
+        chosen = get_backend(backend)
         # A warm pool pays off only across several trials of one environment.
-        return TrialRunner(backend, records_root=records, allow_network=network,
-                           warm_pool=batch)
+        return TrialRunner(chosen, allow_network=network, warm_pool=batch,
+                           records_root=records / chosen.name if records else None)
     except (PrerequisiteError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -48,15 +70,19 @@ def run(
     agent: str | None = typer.Option(
         None, "--agent", help="Any script as the agent, to probe the verifier: script:PATH."),
     records: Path | None = typer.Option(
-        None, "--records", help="Keep trial records here (default: a temporary folder)."),
+        None, "--records", help="Keep trial records here, one folder per backend "
+        "(default: a temporary folder)."),
+    image_map: Path | None = typer.Option(None, "--image-map", help=_IMAGE_MAP_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the trial result as JSON."),
 ) -> None:
     """Replay one task: the oracle must score 1.0 (exit 0), or with --skip-oracle the
-    empty trial must be rejected (exit 0). Otherwise exit 1 with the reason."""
+    empty trial must be rejected (exit 0). Otherwise exit 1 with the reason, the last
+    lines of the failing phase's output and where the full record is."""
     import tempfile
 
     from posttrain_arena.trial.replay import replay_task
 
+    _use_image_map(image_map)
     spec = agent or ("empty" if skip_oracle else "oracle")
     if not (spec in ("oracle", "empty") or spec.startswith("script:")):
         typer.echo("error: --agent takes script:PATH", err=True)
@@ -96,7 +122,40 @@ def _print_check(check: ReplayCheck) -> None:
     console.print(f"backend {result.backend}, outcome {result.outcome.value}; {timing}",
                   highlight=False)
     if result.record_dir:
+        if not check.ok:
+            _print_tails(console, Path(result.record_dir), check.kind)
         console.print(f"record: {result.record_dir}", highlight=False)
+
+
+def _print_tails(console: Any, record: Path, kind: str) -> None:
+    """The last lines of what the failing trial's phases printed, and the transcript's
+    path: a verifier's ModuleNotFoundError must not hide behind "reward: 0.0"."""
+    transcript = record / "transcript.json"
+    shown = False
+    if transcript.is_file():
+        try:
+            messages = json.loads(transcript.read_text(encoding="utf-8")).get("messages", [])
+        except (OSError, ValueError):
+            messages = []
+        said = [m.get("content", "") for m in messages if isinstance(m, dict)
+                and m.get("role") == "tool" and m.get("content")]
+        if said:
+            _tail(console, f"{kind} phase output", said[-1])
+            shown = True
+        console.print(f"transcript: {transcript}", highlight=False)
+    for name in ("stdout.txt", "stderr.txt"):
+        path = record / "verifier" / name
+        if path.is_file() and path.stat().st_size:
+            _tail(console, f"verifier {name[:-4]}", path.read_text(errors="replace"))
+            shown = True
+    if not shown:
+        console.print("(no phase printed anything)", highlight=False)
+
+
+def _tail(console: Any, label: str, text: str) -> None:
+    lines = text.rstrip().splitlines()[-_TAIL_LINES:]
+    console.print(f"--- {label}, last {len(lines)} line(s):", highlight=False)
+    console.print("\n".join(lines), highlight=False, markup=False)
 
 
 @collection_app.command("replay")
@@ -107,6 +166,7 @@ def replay(
     records: Path | None = typer.Option(
         None, "--records", help="Keep trial records here (default: a temporary folder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the replay report as JSON."),
+    image_map: Path | None = typer.Option(None, "--image-map", help=_IMAGE_MAP_HELP),
     executor: str = typer.Option("thread", "--executor", help="Where trials run: thread "
                                  "(this process) or ray (one Ray task per trial)."),
     ray_address: str | None = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS",
@@ -131,6 +191,7 @@ def replay(
     if not directory.is_dir():
         typer.echo(f"error: {directory} is not a folder", err=True)
         raise typer.Exit(2)
+    _use_image_map(image_map)
     root = records or Path(tempfile.gettempdir()) / "arena-records"
     if executor == "thread" and not ray_address:
         ran: TrialExecutor = ThreadExecutor(_runner(backend, network, root, batch=True),

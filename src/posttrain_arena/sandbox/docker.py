@@ -16,6 +16,7 @@ import hashlib
 import os
 import posixpath
 import socket
+import tempfile
 import threading
 import time
 import uuid
@@ -34,6 +35,8 @@ from posttrain_arena.sandbox.base import (
     SandboxError,
 )
 from posttrain_arena.sandbox.docker_session import DockerSession, OutputDir
+from posttrain_arena.sandbox.imagemap import apply_image_map, ensure_base_images, load_image_map
+from posttrain_arena.spec.dockerfile import base_images, parse_dockerfile
 from posttrain_arena.spec.hashing import tree_hash
 
 FORMAT = "docker-image-v1"
@@ -158,7 +161,14 @@ class DockerBackend:
         context = Path(context)
         if not (context / "Dockerfile").is_file():
             raise BuildError(f"{context}: no Dockerfile in the build context")
-        basis = tree_hash(context) + FORMAT + self._base_ids(context)
+        try:
+            text = (context / "Dockerfile").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BuildError(f"{context}/Dockerfile: cannot read it ({exc})") from exc
+        mapped = apply_image_map(text, load_image_map())
+        ensure_base_images(mapped, f"{context}/Dockerfile", self._has_image, self._pull)
+        dockerfile = mapped if mapped != text else None
+        basis = tree_hash(context) + FORMAT + self._base_ids(mapped) + (dockerfile or "")
         digest = hashlib.sha256(basis.encode()).hexdigest()
         tag = f"arena-env:{digest[:16]}"
         found = self._image(tag, digest)
@@ -173,36 +183,67 @@ class DockerBackend:
             if found is not None:
                 return found
             with self._build_slots:
-                log = self._run_build(context, tag, digest, task_name, deadline)
+                log = self._run_build(context, tag, digest, task_name, deadline, dockerfile)
             found = self._image(tag, digest)
             if found is None:
                 raise BuildError(f"{context}: build finished without an image:\n{log[-3000:]}")
             return found
 
-    def _base_ids(self, context: Path) -> str:
+    def _base_ids(self, text: str) -> str:
         """Ids of the local images the Dockerfile starts FROM, so that re-bootstrapped
         base images give new tags instead of stale reuse."""
         import docker.errors
 
-        from posttrain_arena.sandbox.dockerfile import parse_file
-
         ids = []
-        for ins in parse_file(context / "Dockerfile"):
-            if ins.keyword == "FROM" and ins.args:
-                try:
-                    ids.append(str(self.client.api.inspect_image(ins.args[0])["Id"]))
-                except docker.errors.APIError:
-                    ids.append(ins.args[0])  # not here (yet): the name stands in
+        for base in base_images(parse_dockerfile(text)):
+            try:
+                ids.append(str(self.client.api.inspect_image(base.image)["Id"]))
+            except docker.errors.APIError:
+                ids.append(base.image)  # not here (yet): the name stands in
         return "|".join(ids)
 
+    def _has_image(self, name: str) -> bool:
+        import docker.errors
+
+        try:
+            self.client.api.inspect_image(name)
+        except docker.errors.ImageNotFound:
+            return False
+        return True
+
+    def _pull(self, name: str) -> str | None:
+        """Pull `name`; None when it arrived, else the engine's reason."""
+        import docker.errors
+
+        try:
+            self.client.api.pull(name)  # docker-py splits name:tag and name@digest
+        except docker.errors.APIError as exc:
+            return str(exc.explanation or exc)
+        return None if self._has_image(name) else "the pull reported success but no image"
+
     def _run_build(
-        self, context: Path, tag: str, digest: str, task_name: str, deadline: float
+        self, context: Path, tag: str, digest: str, task_name: str, deadline: float,
+        dockerfile: str | None = None,
+    ) -> str:
+        """Build `context`; `dockerfile`: its Dockerfile's text with the image map applied
+        (passed from outside the context, so the package's files stay as they are)."""
+        if dockerfile is None:
+            return self._stream_build(context, tag, digest, task_name, deadline, None)
+        with tempfile.TemporaryDirectory(prefix="arena-dockerfile-") as tmp:
+            path = Path(tmp) / "Dockerfile"
+            path.write_text(dockerfile, encoding="utf-8")
+            return self._stream_build(context, tag, digest, task_name, deadline, str(path))
+
+    def _stream_build(
+        self, context: Path, tag: str, digest: str, task_name: str, deadline: float,
+        dockerfile: str | None,
     ) -> str:
         lines: list[str] = []
         labels = {LABEL: "1", f"{LABEL}.context": digest, f"{LABEL}.task": task_name[:200]}
         try:
             stream = self.client.api.build(
                 path=str(context),
+                dockerfile=dockerfile,
                 tag=tag,
                 rm=True,
                 forcerm=True,

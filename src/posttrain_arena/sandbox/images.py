@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import PrerequisiteError, SandboxError
+from posttrain_arena.spec.dockerfile import LOCAL_BASE_IMAGES
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SUITE = "bookworm"
@@ -38,9 +39,9 @@ class BaseImage:
 
 
 BASE_IMAGES: tuple[BaseImage, ...] = (
-    BaseImage(name="debian:bookworm-slim", rootfs="bookworm-minbase"),
+    BaseImage(name=LOCAL_BASE_IMAGES[0], rootfs="bookworm-minbase"),
     BaseImage(
-        name="posttrain-arena/python:bookworm",
+        name=LOCAL_BASE_IMAGES[1],
         rootfs="bookworm-python",
         packages=("python3", "python3-pytest"),
         ctrf_plugin=True,

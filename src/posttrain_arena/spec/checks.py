@@ -326,6 +326,14 @@ def _dockerfile_findings(root: Path, inv: Inventory,
             if lit is not None and lit != "." and lit not in context:
                 out.append(_f("error", "dockerfile", where, f"{src.instruction.keyword} "
                               f"source {src.source!r} is not in environment/", line))
+    for base in df.base_images(instructions):
+        if base.image not in df.LOCAL_BASE_IMAGES:
+            out.append(_f("warning", "base-image", where, f"FROM {base.image} is pulled "
+                          "from a registry when the image is built; a machine without one "
+                          "needs it pulled elsewhere and `docker load`ed, a registry "
+                          "mirror, or an entry in the image map (ARENA_IMAGE_MAP, `arena "
+                          "task run --image-map`; docs/task-format.md, \"Base images\")",
+                          base.line))
     if frontmatter is not None and frontmatter.verifier.isolation.value == "fresh":
         out += _state_runtime_findings(where, instructions, frontmatter)
     return out

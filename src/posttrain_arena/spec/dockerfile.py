@@ -15,6 +15,12 @@ _DIRECTIVE = re.compile(r"^#\s*([A-Za-z]+)\s*=\s*(\S+)\s*$")
 _GLOB_OR_VAR = re.compile(r"[*?\[$]")
 
 
+LOCAL_BASE_IMAGES = ("debian:bookworm-slim", "posttrain-arena/python:bookworm")
+"""The base images `arena images bootstrap` builds on a machine without a registry
+(sandbox/images.py builds these names); every other FROM must be pulled, loaded or
+mapped (docs/task-format.md, "Base images")."""
+
+
 class Instruction(NamedTuple):
     """One logical instruction, continuation lines joined."""
 
@@ -131,3 +137,30 @@ def literal_path(source: str) -> str | None:
         return None
     normalized = posixpath.normpath(source.lstrip("/") or ".")
     return normalized
+
+
+class BaseImage(NamedTuple):
+    """An image a FROM line starts from (not an earlier stage, not `scratch`)."""
+
+    image: str
+    line: int
+
+
+def base_images(instructions: list[Instruction]) -> list[BaseImage]:
+    """The registry images the Dockerfile's stages start FROM, in order. Names with
+    variables (`FROM $BASE`) are left out: which image they name is known only at build."""
+    stages: set[str] = set()
+    out: list[BaseImage] = []
+    for ins in instructions:
+        if ins.keyword != "FROM":
+            continue
+        words = [w for w in ins.args.split() if not w.startswith("--")]
+        if not words:
+            continue
+        image = words[0]
+        if len(words) >= 3 and words[1].lower() == "as":
+            stages.add(words[2].lower())
+        if image.lower() in stages or image == "scratch" or "$" in image:
+            continue
+        out.append(BaseImage(image, ins.line))
+    return out
