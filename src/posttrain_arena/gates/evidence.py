@@ -9,9 +9,11 @@ Records live beside the trial records, one JSON file per package and gate set-up
 
     <records>/evidence/<key>.json
 
-where `key` hashes the package's content hash, the harness version and the set-up that
-changes what is measured (backend, model, k, reruns). A record is reused while all of
-those are unchanged, so a second gate run of an unchanged collection runs no trial.
+where `key` hashes the package's content hash, the harness version (which holds the
+content hash of the code that measures, `codehash.code_hash`) and the set-up that
+changes what is measured (backend, model, the agent's settings, k, reruns). A record is
+reused while all of those are unchanged, so a second gate run of an unchanged collection
+with unchanged code runs no trial.
 """
 
 from __future__ import annotations
@@ -25,17 +27,16 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from posttrain_arena import __version__
+from posttrain_arena.codehash import code_hash
 from posttrain_arena.evaluate.report import TrialSummary
 
 SCHEMA_VERSION = 1
 
-GATES_PROTOCOL = 2
-"""Bumped whenever what the gates run or how they judge changes (probes, scripts)."""
-
 
 def harness_version() -> str:
-    """The version of the code that measures: the package version + the gate protocol."""
-    return f"{__version__}+gates.{GATES_PROTOCOL}"
+    """The code that measures: the package version (for people) + the content hash of
+    its source (what changes with every edit that could change a measurement)."""
+    return f"{__version__}+code.{code_hash().removeprefix('sha256:')[:16]}"
 
 
 class GateName(StrEnum):
@@ -115,11 +116,13 @@ class TaskEvidence(BaseModel):
     """The evidence record of one task package (one JSON file)."""
 
     schema_version: int = SCHEMA_VERSION
-    key: str = Field(description="Hash of checksum + harness version + set-up; the file name")
+    key: str = Field(description="Hash of checksum + harness version + set-up (backend, "
+                     "model, agent settings, k, reruns); the file name")
     task: str = Field(description="Task directory name")
     task_checksum: str = Field(description="Content hash of the package measured")
     domain: str | None = Field(default=None, description="Domain slug, when the package loads")
-    harness_version: str = Field(description="posttrain-arena version + gate protocol")
+    harness_version: str = Field(description="posttrain-arena version + content hash of "
+                                 "its source code")
     backend: str = Field(description="Sandbox backend the trials ran on")
     model: str = Field(description="Base model spec whose pass@k was measured")
     k: int = Field(description="Base model samples per task")
@@ -150,10 +153,11 @@ class TaskEvidence(BaseModel):
         return self.verdict.eligible
 
 
-def evidence_key(task_checksum: str, *, harness: str, backend: str, model: str, k: int,
-                 reruns: int) -> str:
-    """The identity of a measurement: same package, harness and set-up, same key."""
-    text = "\0".join([task_checksum, harness, backend, model, str(k), str(reruns)])
+def evidence_key(task_checksum: str, *, harness: str, backend: str, model: str, agent: str,
+                 k: int, reruns: int) -> str:
+    """The identity of a measurement: same package, harness and set-up, same key.
+    `agent`: a hash of the settings the base model's samples run under."""
+    text = "\0".join([task_checksum, harness, backend, model, agent, str(k), str(reruns)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

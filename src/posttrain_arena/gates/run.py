@@ -23,6 +23,7 @@ measured again; records with an `error` gate (infrastructure) are always measure
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 import threading
@@ -75,7 +76,8 @@ class GateReport(BaseModel):
 
     path: str = Field(description="The collection folder")
     backend: str = Field(description="Sandbox backend")
-    harness_version: str = Field(description="posttrain-arena version + gate protocol")
+    harness_version: str = Field(description="posttrain-arena version + content hash of "
+                                 "its source code")
     model: str = Field(description="Base model spec")
     k: int = Field(description="Base model samples per task")
     reruns: int = Field(description="Oracle reruns per task")
@@ -122,7 +124,8 @@ def gate_packages(
 ) -> GateReport:
     """Gate the packages in `dirs`: measure each (or reuse its record), assess it under
     `policy`, store its record under `records_root`/evidence. `harness` overrides the
-    harness version the records are keyed by."""
+    harness version the records are keyed by (default: `harness_version()`, which holds
+    the code's content hash)."""
     if k < 1 or reruns < 1 or jobs < 1:
         raise ValueError(f"k, reruns and jobs must be at least 1 (got k={k}, "
                          f"reruns={reruns}, jobs={jobs})")
@@ -131,13 +134,15 @@ def gate_packages(
                          "is always either never or always solved")
     start = time.monotonic()
     harness = harness or harness_version()
+    agent = "sha256:" + hashlib.sha256(
+        (settings or AgentSettings()).model_dump_json().encode()).hexdigest()
     store = EvidenceStore(records_root)
     report = GateReport(path=source, backend=runner.backend_name, harness_version=harness,
                         model=model_spec, k=k, reruns=reruns)
     counter = _Counter()
     todo: list[_Package] = []
     for directory in dirs:
-        pkg = _open(directory, harness, runner.backend_name, model_spec, k, reruns)
+        pkg = _open(directory, harness, runner.backend_name, model_spec, agent, k, reruns)
         if pkg.task is None:
             _finish(pkg, policy, store, report, on_done)
             continue
@@ -219,7 +224,7 @@ class _Slots:
         return fut
 
 
-def _open(directory: Path, harness: str, backend: str, model: str, k: int,
+def _open(directory: Path, harness: str, backend: str, model: str, agent: str, k: int,
           reruns: int) -> _Package:
     """Load a package and find its key; a package that does not load is evidence too."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
@@ -234,12 +239,12 @@ def _open(directory: Path, harness: str, backend: str, model: str, k: int,
         except OSError:
             checksum = "unreadable"
         ev = TaskEvidence(key=evidence_key(checksum, harness=harness, backend=backend,
-                                           model=model, k=k, reruns=reruns),
+                                           model=model, agent=agent, k=k, reruns=reruns),
                           task=directory.name, task_checksum=checksum,
                           load_error=str(exc), **common)  # type: ignore[arg-type]
         return _Package(ev, None)
-    key = evidence_key(task.checksum, harness=harness, backend=backend, model=model, k=k,
-                       reruns=reruns)
+    key = evidence_key(task.checksum, harness=harness, backend=backend, model=model,
+                       agent=agent, k=k, reruns=reruns)
     ev = TaskEvidence(key=key, task=task.name, task_checksum=task.checksum,
                       domain=task.domain.value, **common)  # type: ignore[arg-type]
     return _Package(ev, task)
