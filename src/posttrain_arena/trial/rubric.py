@@ -2,9 +2,10 @@
 
 The rubric itself is `spec.rubric` (a pure function of the verifier's output). This
 module only applies it to a finished verifier's reading, and only when that verifier
-exited normally and its reward.json scores the rubric's dimensions; otherwise the
-reading is returned unchanged, so a verifier that writes one number is read exactly as
-before. Each dimension becomes a detail `rubric:NAME` of the trial.
+exited normally, its reward.json scores the rubric's dimensions and any reward it wrote
+was read without a problem; otherwise the reading is returned unchanged, so a verifier
+that writes one number is read exactly as before. Each dimension becomes a detail
+`rubric:NAME` of the trial.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ def apply_rubric(rubric: Rubric | None, logs: Path, reading: VerifierReading, *,
         return reading
     data = read_reward_json(logs)
     if not scores_dimensions(rubric, data):
+        return reading
+    if reading.reward is None and isinstance(data, dict) and "reward" in data:
+        # the verifier wrote a reward that failed (two files disagreeing, a bad value):
+        # its dimensions add detail to a verdict, they never stand in for one
         return reading
     number = data.get("reward") if isinstance(data, dict) else None
     written = float(number) if isinstance(number, int | float) \

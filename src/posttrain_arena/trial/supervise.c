@@ -26,9 +26,11 @@
  *    with exactly the --env environment (argv[0] resolved through that PATH by the
  *    supervisor, never by a shell), reaps every orphan re-parented to it while
  *    it runs, and when it exits kills and reaps every remaining descendant;
- * 6. writes STATUS_DIR/supervisor.json ({"exit_code", "orphans", "orphan_count"}) by
- *    a new file renamed over the name (a link planted there is replaced, never
- *    followed), then exits with the command's status.
+ * 6. writes STATUS_DIR/supervisor.json ({"exit_code", "orphans", "orphan_count",
+ *    "outputs": what kind of file each reward file and the CTRF report is, seen after
+ *    every process ended, so a link, FIFO or directory there is known even where the
+ *    copy out leaves it behind}) by a new file renamed over the name (a link planted
+ *    there is replaced, never followed), then exits with the command's status.
  *
  * Why orphans void the verdict: a process that outlives the one that started it is the
  * only way code the verifier ran on the agent's behalf can keep acting after the
@@ -528,7 +530,21 @@ static int write_status(const char *dir, int exit_code) {
         json_string(fh, shown[i].command);
         fputc('}', fh);
     }
-    fprintf(fh, "], \"orphan_count\": %d}", orphan_count);
+    fprintf(fh, "], \"orphan_count\": %d, \"outputs\": {", orphan_count);
+    static const char *const watched[] = {"reward.txt", "reward.json", "ctrf.json"};
+    int first = 1;
+    for (size_t k = 0; k < sizeof watched / sizeof *watched; k++) {
+        char path[4300];
+        struct stat out;
+        snprintf(path, sizeof path, "%s/%s", dir, watched[k]);
+        if (lstat(path, &out) != 0) continue;
+        const char *kind = S_ISREG(out.st_mode) ? "regular file" : S_ISLNK(out.st_mode)
+            ? "symbolic link" : S_ISDIR(out.st_mode) ? "directory" : S_ISFIFO(out.st_mode)
+            ? "FIFO" : "device or socket";
+        fprintf(fh, "%s\"%s\": \"%s\"", first ? "" : ", ", watched[k], kind);
+        first = 0;
+    }
+    fputs("}}", fh);
     if (fclose(fh) != 0) return -1;
     return rename(tmp, final);
 }

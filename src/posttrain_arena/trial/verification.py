@@ -132,6 +132,13 @@ def judge(plan: TrialPlan, command: VerifierCommand, result: ExecResult) -> Read
             f"{orphans} process(es) started during verification outlived their parent "
             f"({shown}); what they may have written cannot be told apart from the "
             "verifier's output, so no reward is taken"), exit_code=exit_code)
+    outputs = status.get("outputs")
+    for name, kind in (outputs.items() if isinstance(outputs, dict) else []):
+        if kind != "regular file":
+            # never "absent", so that the other reward file would be read instead
+            return Reading(None, f"{command.logs_dir}/{name} is a {kind}, not a regular "
+                                 "file; the reward is read from regular files only",
+                           exit_code=exit_code)
     reading = read_outcome(logs, exit_code=result.exit_code, timed_out=False,
                            timeout=timeout, pytest_only=command.pytest_only,
                            stderr_tail=result.stderr or result.stdout)
