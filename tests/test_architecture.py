@@ -133,6 +133,17 @@ def test_every_package_is_on_the_map_and_every_name_on_it_exists(doc: str) -> No
         assert row.may_import <= set(rows), f"{name} may import unknown {row.may_import}"
 
 
+def test_every_path_the_map_names_exists(doc: str) -> None:
+    """A map that sends a newcomer to a file that moved is worse than none: every
+    `dir/file` it names is in src/posttrain_arena or, failing that, in the repository."""
+    repo = DOC.parents[1]
+    named = {name for name in re.findall(r"`([\w./-]+)`", doc)
+             if "/" in name and not name.startswith("/")}
+    gone = sorted(name for name in named
+                  if not (SRC / name).exists() and not (repo / name).exists())
+    assert gone == [], "docs/architecture.md names paths that are not there"
+
+
 def test_the_stated_layering_is_a_layering(doc: str) -> None:
     rows = _packages(doc)
     upward = [f"{name} (layer {row.layer}) may import {other} (layer {rows[other].layer})"
