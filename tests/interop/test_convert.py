@@ -102,7 +102,9 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="not a task package"):
         convert(tmp_path / "exists", Layout.HARBOR, tmp_path / "y")
     leaky = write_harbor_task(tmp_path / "leaky", files={
-        "environment/count.sh": "wc -w < /app/words.txt\n"})  # = solution/count.sh
+        "environment/count.sh": "wc -w < /app/words.txt\n",  # = solution/count.sh
+        "environment/Dockerfile": "FROM posttrain-arena/python:bookworm\nWORKDIR /app\n"
+                                  "COPY words.txt count.sh /app/\n"})
     with pytest.raises(SpecError, match=r"identical to solution/count\.sh"):
         convert(leaky, Layout.POSTTRAIN, tmp_path / "z")
     assert not (tmp_path / "z").exists()

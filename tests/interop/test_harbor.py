@@ -137,7 +137,9 @@ def test_collections_accept_harbor_tasks_beside_posttrain_ones(tmp_path: Path) -
 
 def test_answer_leaks_are_found_in_the_harbor_layout(tmp_path: Path) -> None:
     root = write_harbor_task(tmp_path / "t", files={
-        "environment/count.sh": "wc -w < /app/words.txt\n"})  # = solution/count.sh
+        "environment/count.sh": "wc -w < /app/words.txt\n",  # = solution/count.sh
+        "environment/Dockerfile": "FROM posttrain-arena/python:bookworm\nWORKDIR /app\n"
+                                  "COPY words.txt count.sh /app/\n"})
     [leak] = [f for f in check_task(root).errors if f.code == "answer-leak"]
     assert "solution/count.sh" in leak.message
 

@@ -19,6 +19,7 @@ from .real_shapes import (
     SKILLSBENCH_INPUT_COMPOSE,
     SKILLSBENCH_MAIN_COMPOSE,
     SKILLSBENCH_TWO_SERVICES,
+    TB2_TEST_OUTPUTS,
     write_benchflow_task,
     write_tb2_task,
 )
@@ -189,3 +190,59 @@ def test_posttrain_1_0_without_prompt_section_warns(tmp_path: Path) -> None:
     assert "published PostTrain Arena" in warn.message
     # the published kit's own packages keep their section and get no such warning
     assert not [f for f in check_task(BASE).warnings if f.code == "posttrain-prompt"]
+
+
+# --- item 4: answer leaks -----------------------------------------------------------------
+
+
+def _leaks(report) -> dict[str, str]:
+    return {f.path.rpartition("/environment/")[2]: f.severity.value
+            for f in report.findings if f.code == "answer-leak"}
+
+
+def test_inputs_both_sides_keep_are_not_leaks(tmp_path: Path) -> None:
+    data = "1 2 3\n"
+    root = write_tb2_task(tmp_path / "t", files={
+        # TB2 write-compressor: data.txt shipped, tests/original-data.txt its pristine copy
+        "environment/data.txt": data, "tests/original-data.txt": data,
+        # SkillsBench dialogue-parser: script.txt shipped, solution/ keeps a copy the
+        # oracle only reads, and the tests read /app/script.txt
+        "environment/script.txt": "A: hi\n", "solution/script.txt": "A: hi\n",
+        "tests/test_outputs.py": TB2_TEST_OUTPUTS + "# reads /app/script.txt\n",
+        # TB2 break-filter-js-from-html: the tests given to the agent on purpose
+        "environment/tests/test_outputs.py": TB2_TEST_OUTPUTS + "# reads /app/script.txt\n",
+        "environment/Dockerfile": "FROM python:3.13-slim\nWORKDIR /app\n"
+                                  "COPY numbers.txt data.txt script.txt /app/\n"
+                                  "COPY tests/test_outputs.py /app\n"})
+    report = check_task(root)
+    assert report.ok, [f.render() for f in report.errors]
+    assert _leaks(report) == {"data.txt": "warning", "script.txt": "warning",
+                              "tests/test_outputs.py": "warning"}
+
+
+def test_made_leaks_are_still_caught(tmp_path: Path) -> None:
+    answer = '{"sum": 42}\n'
+    root = write_tb2_task(tmp_path / "t", files={
+        # the expected answer, shipped by `COPY . /app`
+        "environment/expected_output.json": answer, "tests/expected_output.json": answer,
+        # the oracle's output: solve.sh writes result.json (the tests name it too)
+        "environment/sum.json": "42\n", "solution/sum.json": "42\n",
+        "solution/solve.sh": "#!/bin/bash\ncp /solution/sum.json /app/sum.json\n",
+        # the oracle's code under another name
+        "environment/helper.awk": "{s+=$1} END {print s}\n",
+        "solution/add.awk": "{s+=$1} END {print s}\n",
+        "environment/Dockerfile": "FROM python:3.13-slim\nWORKDIR /app\nCOPY . /app\n"})
+    assert _leaks(check_task(root)) == {"expected_output.json": "error", "sum.json": "error",
+                                        "helper.awk": "error"}
+
+
+def test_leaks_not_in_the_image_or_removed_are_not_errors(tmp_path: Path) -> None:
+    answer = "42\n"
+    never = write_tb2_task(tmp_path / "a", files={
+        "environment/expected.txt": answer, "tests/expected.txt": answer})
+    assert check_task(never).ok and _leaks(check_task(never)) == {}
+    removed = write_tb2_task(tmp_path / "b", files={
+        "environment/expected.txt": answer, "tests/expected.txt": answer,
+        "environment/Dockerfile": "FROM python:3.13-slim\nWORKDIR /app\nCOPY . /app\n"
+                                  "RUN python3 -c 'print(1)' && rm /app/expected.txt\n"})
+    assert _leaks(check_task(removed)) == {"expected.txt": "warning"}

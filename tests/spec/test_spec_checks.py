@@ -22,7 +22,9 @@ def codes(report, severity: Severity | None = None) -> set[str]:
 def test_existing_format_package_checks_clean(make_package: PackageFactory) -> None:
     root = make_package("fix-the-parser")
     report = check_task(root)
-    assert report.findings == [], [f.render() for f in report.findings]
+    # the published format starts FROM ubuntu:24.04, which must be pulled: one warning
+    assert [f.code for f in report.findings] == ["base-image"], \
+        [f.render() for f in report.findings]
     assert report.ok and report.package is not None
     assert report.package.verifier_kind is VerifierKind.TEST_SH
     assert report.domain == "software-engineering"
@@ -163,12 +165,18 @@ def test_symlinks_outside_the_package_and_loops(make_package: PackageFactory,
 
 def test_answer_leaks_into_the_build_context(make_package: PackageFactory) -> None:
     solve = "#!/bin/bash\necho 42 > /root/answer.txt\n"
+    # app/ is copied into the image (COPY app/ /root/app/), hints/ is not
     copied = check_task(make_package("a", files={"oracle/solve.sh": solve,
+                                                 "environment/app/notes.sh": solve,
                                                  "environment/hints/notes.sh": solve}))
     [leak] = [f for f in copied.errors if f.code == "answer-leak"]
-    assert leak.path.endswith("environment/hints/notes.sh") and "oracle/solve.sh" in leak.message
-    named = check_task(make_package("b", files={"environment/test_outputs.py": "pass\n"}))
+    assert leak.path.endswith("environment/app/notes.sh") and "oracle/solve.sh" in leak.message
+    assert not [f for f in copied.findings if f.path.endswith("hints/notes.sh")]
+    named = check_task(make_package("b", files={"environment/app/solve.sh": "exit 0\n"}))
     assert "answer-leak" in codes(named, Severity.ERROR)
+    # the verifier's tests given to the agent: a warning (Terminal-Bench does it on purpose)
+    tests = check_task(make_package("e", files={"environment/app/test_outputs.py": "pass\n"}))
+    assert tests.ok and "answer-leak" in codes(tests, Severity.WARNING)
     root = make_package("c")
     os.symlink("../oracle/solve.sh", root / "environment" / "s")
     assert "answer-leak" in codes(check_task(root), Severity.ERROR)

@@ -4,7 +4,8 @@
 (warnings), the image's Dockerfile (present, first instruction FROM, COPY/ADD inside the
 build context), the oracle and verifier entry points, answer leaks (files of `oracle/`
 or `verifier/` copied into the build context), symlinks that leave the package or loop,
-special files, file and package size limits, and odd path names.
+special files, file and package size limits, and odd path names. Answer leaks are
+judged in `leaks.py`.
 
 The package is walked once (`inventory.walk`) and each file read at most once.
 """
@@ -25,6 +26,7 @@ from posttrain_arena.spec.compose import COMPOSE_FILE, compose_findings
 from posttrain_arena.spec.findings import Finding, Severity, SpecError
 from posttrain_arena.spec.harbor import parse_harbor
 from posttrain_arena.spec.inventory import Inventory, hash_contents, walk
+from posttrain_arena.spec.leaks import leak_findings
 from posttrain_arena.spec.package import (
     LAYOUT_DIRS,
     PROMPTS_DIR,
@@ -43,8 +45,6 @@ from posttrain_arena.spec.task import TaskFrontmatter, unknown_keys
 
 MiB = 1024 * 1024
 
-#: Names that are answers or tests in this format; inside environment/ they leak.
-LEAK_NAMES = frozenset({"solve.sh", "test_outputs.py"})
 _ODD_CHARS = frozenset(':*?"<>|')
 # A cheap pre-filter over whole relative paths; _name_findings says what is wrong.
 _SUSPECT_NAME = re.compile(r'[\x00-\x1f\x7f\\\udc80-\udcff:*?"<>|]|(^|/)\s|\s($|/)')
@@ -149,7 +149,10 @@ def check_task(path: Path | str, limits: CheckLimits = DEFAULT_LIMITS) -> TaskRe
     findings += _layout_findings(root, inv, secret[1], bool(steps and any(
         st.oracle_dir for st in steps)), frontmatter)
     findings += _dockerfile_findings(root, inv, frontmatter)
-    findings += _leak_findings(root, inv, (*secret, "steps") if steps else secret)
+    raw = inv.texts.get("environment/Dockerfile")
+    findings += leak_findings(root, inv, secret[0], secret[1],
+                              raw.decode("utf-8", "replace") if raw is not None else None,
+                              ("steps",) if steps else ())
     report = TaskReport(path=str(root), name=name, findings=findings, checksum=inv.checksum,
                         layout=layout)
     if frontmatter is not None:
@@ -351,36 +354,6 @@ def _state_runtime_findings(where: str, instructions: list[df.Instruction],
             out.append(_f("error", "state-runtime", where,
                           f"{problem}: the agent could plant a program or a .pth file there "
                           f"that the fresh verifier runs as root; {trust.FIX}", line or None))
-    return out
-
-
-# --- answer leaks ------------------------------------------------------------------------
-
-
-def _leak_findings(root: Path, inv: Inventory, dirs: tuple[str, ...]) -> list[Finding]:
-    # Content comparisons start from sizes, then the digests the one hashing pass made.
-    secret: dict[tuple[int, str], str] = {}
-    for top in dirs:
-        for e in inv.under(top):
-            if e.kind == "file" and e.digest and e.size > 0:
-                secret.setdefault((e.size, e.digest), e.rel)
-    out: list[Finding] = []
-    for e in inv.under("environment"):
-        if e.kind != "file":
-            continue
-        where = str(root / e.rel)
-        twin = secret.get((e.size, e.digest or ""))
-        if twin is not None:
-            data_only = twin.startswith(f"{dirs[0]}/data/")
-            out.append(_f("warning" if data_only else "error", "answer-leak", where,
-                          f"identical to {twin}: the agent can read it in the image"
-                          + ("; fine if it is an input, a leak if it is the expected answer"
-                             if data_only else "; keep oracle and verifier files out of "
-                             "environment/")))
-        elif e.rel.rpartition("/")[2] in LEAK_NAMES:
-            out.append(_f("error", "answer-leak", where, "an oracle or verifier file name "
-                          "inside the build context; the agent would see it. Move it to "
-                          "oracle/ or verifier/"))
     return out
 
 
