@@ -223,10 +223,8 @@ class _ProbeSession:
 
 @pytest.mark.parametrize("cut", ["timeout", "crash", "no-end"])
 def test_a_pristine_probe_cut_short_trusts_nothing(cut: str) -> None:
-    from posttrain_arena.sandbox.base import ExecResult, ImageRef, SandboxError
-    from posttrain_arena.trial.pristine import probe_reason
+    from posttrain_arena.sandbox.base import ExecResult, SandboxError
 
-    image = ImageRef(backend="local", tag="t", context_hash="h")
     # The lines it printed name nothing inside the state root; what it never printed
     # (python3's sys.path, say) might have.
     partial = "prog\tbash\t/usr/bin/bash\n"
@@ -235,11 +233,27 @@ def test_a_pristine_probe_cut_short_trusts_nothing(cut: str) -> None:
               "crash": ExecResult(2, whole, ""),
               "no-end": ExecResult(0, partial, "")}[cut]
     with pytest.raises(SandboxError, match="did not finish"):
-        probe_reason(_ProbeSession(result), image, ["/root"], path=None)  # type: ignore[arg-type]
+        _probe(result)
     # The whole probe's answer is believed: nothing inside the root, nothing refused.
-    ok = probe_reason(_ProbeSession(ExecResult(0, whole, "")), image, ["/root"],  # type: ignore[arg-type]
-                      path=None)
-    assert ok is None
+    assert _probe(ExecResult(0, whole, "")) is None
     planted = ExecResult(0, "prog\tpython3\t/root/.venv/bin/python3\nend\n", "")
-    assert "inside the state root" in (probe_reason(_ProbeSession(planted), image, ["/root"],  # type: ignore[arg-type]
-                                                    path=None) or "")
+    assert "inside the state root" in (_probe(planted) or "")
+
+
+def _probe(result: object, *, shell_verifier: bool = False) -> str | None:
+    from posttrain_arena.sandbox.base import ImageRef
+    from posttrain_arena.trial.pristine import probe_reason
+
+    image = ImageRef(backend="local", tag="t", context_hash="h")
+    return probe_reason(_ProbeSession(result), image, ["/root"], env={},  # type: ignore[arg-type]
+                        cwd="/root", shell_verifier=shell_verifier)
+
+
+def test_a_python_that_imports_from_its_cwd_is_refused_for_test_sh() -> None:
+    """Python before 3.11 ignores PYTHONSAFEPATH: a test.sh that `cd`s into the workdir
+    would import the agent's json.py; verifier.py and pytest run with -I and a script."""
+    from posttrain_arena.sandbox.base import ExecResult
+
+    old = ExecResult(0, "syspath\t-\t.\nsyspath\t-\t/usr/lib/python310.zip\nend\n", "")
+    assert "current directory" in (_probe(old, shell_verifier=True) or "")
+    assert _probe(old, shell_verifier=False) is None

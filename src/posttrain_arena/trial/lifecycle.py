@@ -23,7 +23,7 @@ from posttrain_arena.agents.base import AgentContext, AgentRun
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.transcript import Message, Transcript
 from posttrain_arena.sandbox.base import Mount, SandboxError, Session, TransferLimit
-from posttrain_arena.spec.trust import DEFAULT_PATH
+from posttrain_arena.spec.package import VerifierKind
 from posttrain_arena.trial import onecall, shared, verification
 from posttrain_arena.trial.harness import HARNESS_DIR, harness_bundle
 from posttrain_arena.trial.plan import TrialPlan
@@ -81,8 +81,12 @@ def _check_trust(plan: TrialPlan, roots: list[str], pristine: Session) -> None:
     if not known:
         reason = static_reason(plan.image, roots) if plan.fresh else None
         if reason is None:
-            path = None if plan.fresh else DEFAULT_PATH
-            reason = probe_reason(pristine, plan.image, roots, path=path)
+            command = fresh_command(plan) if plan.fresh else build_command(
+                plan.task.verifier_kind, verifier_dir="/", harness_dir="/",
+                workdir=plan.workdir, base_env=None)
+            reason = probe_reason(
+                pristine, plan.image, roots, env=command.env, cwd=command.workdir,
+                shell_verifier=plan.task.verifier_kind is VerifierKind.TEST_SH)
         plan.trust.put(plan.image, roots, reason)
     if reason is not None:
         raise TaskRefused(reason)

@@ -6,8 +6,12 @@ them inside a state root, where the agent's files arrive (spec/trust.py). Two ch
 both before any of the agent's files reach the session that is probed:
 
 * the image's environment (PATH, PYTHONPATH, LD_*, VIRTUAL_ENV, ...), statically;
-* a probe run in the pristine session: where `python3`, `bash`, `sh`, `env`, `tar` and
-  `find` resolve (links followed) and the interpreter's sys.path.
+* a probe run in the pristine session with the verifier's own environment, from its
+  working directory: where `python3`, `bash`, `sh`, `env`, `tar` and `find` resolve
+  (links followed), and the sys.path of `python3` started as a test.sh would start it
+  (no -I: PYTHONSAFEPATH, .pth files and sitecustomize as the verifier gets them). An
+  entry in a state root, or the current directory (a Python older than 3.11 ignores
+  PYTHONSAFEPATH), refuses the task.
 
 A task that fails either is refused (`TaskRefused`, reported as build_failed with the
 fix), never verified. Results are cached per image and state roots.
@@ -16,6 +20,7 @@ fix), never verified. Results are cached per image and state roots.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from posttrain_arena.sandbox.base import ImageRef, SandboxError, Session
 from posttrain_arena.spec.trust import DEFAULT_PATH, FIX, root_of, untrusted_entries
@@ -27,10 +32,11 @@ for p in "$@"; do
   w=$(command -v -- "$p" 2>/dev/null) || continue
   case "$w" in /*) printf 'prog\t%s\t%s\n' "$p" "$(readlink -f -- "$w")";; esac
 done
-py=$(command -v python3 2>/dev/null) && "$py" -I -c '
+cd -- "$ARENA_PROBE_CWD" 2>/dev/null || cd /
+py=$(command -v python3 2>/dev/null) && "$py" -c '
 import sys
 for p in sys.path:
-    if p: print("syspath\t-\t" + p)' 2>/dev/null
+    print("syspath\t-\t" + (p or "."))' 2>/dev/null
 printf 'end\n'
 exit 0
 """
@@ -64,12 +70,15 @@ def static_reason(image: ImageRef, roots: list[str]) -> str | None:
 
 
 def probe_reason(session: Session, image: ImageRef, roots: list[str], *,
-                 path: str | None) -> str | None:
+                 env: Mapping[str, str], cwd: str, shell_verifier: bool) -> str | None:
     """Run the probe in a pristine `session` (before any agent file is in it) with the
-    verifier's PATH; why the programs it resolves are untrustworthy, or None."""
+    verifier's environment `env`, python3 from the verifier's working directory `cwd`;
+    why the programs and modules it resolves are untrustworthy, or None.
+    `shell_verifier`: the verifier is a test.sh, which may start python3 any way (the
+    harness starts verifier.py and pytest with -I and a script, never from the cwd)."""
     result = session.exec(["/bin/sh", "-c", _PROBE, "arena-probe", *PROGRAMS], timeout=60,
                           user="root", workdir="/",
-                          env={"PATH": path or image.env.get("PATH") or DEFAULT_PATH})
+                          env={"PATH": DEFAULT_PATH, **env, "ARENA_PROBE_CWD": cwd})
     if result.timed_out or result.exit_code != 0 or not result.stdout.endswith("end\n"):
         # Fail closed: a probe cut short (a timeout on an overloaded host, a crash) says
         # nothing about the lines it did not print, so the task is not trusted on it.
@@ -82,6 +91,11 @@ def probe_reason(session: Session, image: ImageRef, roots: list[str], *,
     for line in result.stdout.splitlines():
         kind, _, rest = line.partition("\t")
         name, _, where = rest.partition("\t")
+        if kind == "syspath" and not where.startswith("/") and shell_verifier:
+            found.append(f"python3 imports from its current directory ({where!r}), which a "
+                         "verifier that `cd`s into the workdir makes the agent's (Python "
+                         "before 3.11 ignores PYTHONSAFEPATH; use a newer one)")
+            continue
         root = root_of(where, roots) if where.startswith("/") else None
         if root is None:
             continue
