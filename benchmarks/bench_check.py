@@ -13,7 +13,13 @@ the deep check within 2x of such a shallow check, which it puts at about 0.15 s 
 Children run with bytecode caching on (PYTHONDONTWRITEBYTECODE is dropped from their
 environment) and after a warm-up run, as an installed `arena` runs on a user's machine.
 
-    .venv/bin/python benchmarks/bench_check.py [--tasks 200] [--runs 7]
+A third table checks thousands of real-shaped packages in one `arena task check` call
+(tests/interop/real_shapes.py: Terminal-Bench 2 with `docker_image` and a free-form
+category, BenchFlow task.md + task.toml + tests/ + solution/, SkillsBench with a compose
+file, and the published PostTrain layout) and prints the cost per package above the
+same command on one package (the issue's figure: about 1 ms a package).
+
+    .venv/bin/python benchmarks/bench_check.py [--tasks 200] [--runs 7] [--real-tasks 2000]
 """
 
 from __future__ import annotations
@@ -151,7 +157,11 @@ def main() -> None:
                         help="Size of each published package's data file (and its copy)")
     parser.add_argument("--skip-kit", action="store_true",
                         help="Only the published-layout collection")
+    parser.add_argument("--real-tasks", type=int, default=2000,
+                        help="Real-shaped packages checked in one call (0: skip)")
     args = parser.parse_args()
+    if args.real_tasks:
+        real_shapes(args.real_tasks, max(3, args.runs // 3))
     published(args)
     if args.skip_kit:
         return
@@ -252,6 +262,60 @@ def published(args: argparse.Namespace) -> None:
           f"({(check['cpu'] - floor['cpu']) * 1e3:.0f} ms cpu) and the shallow one "
           f"{(shallow['wall'] - start['wall']) * 1e3:.0f} ms wall "
           f"({(shallow['cpu'] - start['cpu']) * 1e3:.0f} ms cpu)\n")
+
+
+def build_real_shapes(dest: Path, n_tasks: int) -> list[Path]:
+    """`n_tasks` packages cycling through the real shapes the tests keep, each distinct."""
+    sys.path.insert(0, str(REPO))
+    from tests.interop.real_shapes import (
+        SKILLSBENCH_MAIN_COMPOSE,
+        write_benchflow_task,
+        write_tb2_task,
+    )
+
+    categories = ["scientific-computing", "system-administration", "security", "games",
+                  "data-science", "financial modeling", "energy", "video-processing"]
+    out = []
+    for i in range(n_tasks):
+        root = dest / f"t{i:05d}"
+        kind = i % 4
+        if kind == 0:
+            write_tb2_task(root, category=categories[i % len(categories)])
+        elif kind == 1:
+            write_benchflow_task(root, category=categories[i % len(categories)])
+        elif kind == 2:
+            write_tb2_task(root, category="manufacturing", files={
+                "environment/docker-compose.yaml": SKILLSBENCH_MAIN_COMPOSE})
+        else:
+            shutil.copytree(PUBLISHED, root, symlinks=True)
+        with (root / "environment" / "seed.txt").open("w") as fh:
+            fh.write(f"{i}\n")
+        out.append(root)
+    return out
+
+
+def real_shapes(n_tasks: int, runs: int) -> None:
+    """`arena task check` over `n_tasks` real-shaped packages in one call, per package
+    above the same command on one of them (start-up, imports: the floor)."""
+    with tempfile.TemporaryDirectory(prefix="arena-bench-real-") as tmp:
+        roots = build_real_shapes(Path(tmp), n_tasks)
+        rows = [
+            ("arena task check: 1 package", [*arena_command(), "task", "check",
+                                             str(roots[0])], 0),
+            (f"arena task check: {n_tasks} packages",
+             [*arena_command(), "task", "check", *map(str, roots)], 0),
+        ]
+        results = measure(rows, runs)
+    one, many = results["arena task check: 1 package"], results[rows[1][0]]
+    for label, r in results.items():
+        print(f"  {label:34s} {r['wall'] * 1e3:8.1f}ms (min {r['wall_min'] * 1e3:7.1f}ms, "
+              f"cpu {r['cpu'] * 1e3:7.1f}ms)")
+    per = (many["wall"] - one["wall"]) / (n_tasks - 1)
+    per_cpu = (many["cpu"] - one["cpu"]) / (n_tasks - 1)
+    print(f"real-shaped packages (TB2, BenchFlow, SkillsBench, published PostTrain): "
+          f"{per * 1e3:.2f} ms wall ({per_cpu * 1e3:.2f} ms cpu) a package above the "
+          f"one-package floor; the issue's figure is about 1 ms ({load()}); {runs} "
+          f"interleaved rounds\n")
 
 
 if __name__ == "__main__":
