@@ -221,15 +221,22 @@ def test_a_failed_batch_fails_its_callers_and_the_next_batch_runs(
     bad = [10**6]  # not a token of the vocabulary: the embedding lookup raises
     got = in_one_batch(batcher, [bad, prompts[0]], [greedy, greedy])
     assert all(isinstance(r, IndexError) for r in got)
-    assert batcher_for(serial, 1).generate(prompts[0], greedy) == serial.generate(
-        prompts[0], greedy)
+    after = batcher_for(serial, 1).generate(prompts[0], greedy)
+    reference = serial.generate(prompts[0], greedy)
+    assert after[0] == reference[0]
+    assert after[1] == pytest.approx(reference[1], abs=1e-5)
     # Joining a running batch, a bad prompt fails alone; the rows decoding carry on.
     short, long = greedy.model_copy(update={"max_new_tokens": 2}), greedy.model_copy(
         update={"max_new_tokens": 12})
     got = in_one_batch(batcher_for(serial, 2), [prompts[0], prompts[1], bad],
                        [short, long, greedy])
     assert isinstance(got[2], IndexError)
-    assert got[1] == serial.generate(prompts[1], long)
+    # Exactly what the row gets alone; transformers' own generate (other kernels) agrees
+    # on the tokens and, to float precision, on the logprobs.
+    assert got[1] == batcher_for(serial, 1).generate(prompts[1], long)
+    reference = serial.generate(prompts[1], long)
+    assert got[1][0] == reference[0]
+    assert got[1][1] == pytest.approx(reference[1], abs=1e-5)
 
 
 def test_chat_model_batches_concurrent_turns(serial: TransformersChatModel,
@@ -251,3 +258,36 @@ def test_bad_settings_are_refused(serial: TransformersChatModel) -> None:
     with pytest.raises(ValueError, match="non-empty"):
         BatchedGenerator(serial.model, eos_ids=serial.eos_ids, pad_id=0).generate(
             [], SamplingParams())
+
+
+def test_a_row_gets_the_same_numbers_alone_and_in_any_batch(
+        serial: TransformersChatModel, prompts: list[list[int]]) -> None:
+    """Bit-identical: the same ids and the same logprobs, not merely close ones, whatever
+    rows share the batch (their number, lengths, samplings, the row's place, rows that
+    join or leave while it decodes). Which rows share a batch depends on timing; were a
+    row's numbers to depend on it, a sampled token and a trial's verdict could too."""
+    target = prompts[3]  # the longest: its neighbours are left-padded, and it is not
+    mine = SamplingParams(temperature=1.0, max_new_tokens=24, seed=11)
+    alone = batcher_for(serial, 1).generate(target, mine)
+    shorter = [p for p in prompts if len(p) < len(target)]
+    longer = [p + p for p in prompts[:2]]  # longer than the target: it is padded itself
+    compositions = [
+        ([target, shorter[0]], 0),
+        ([shorter[1], target], 1),
+        ([longer[0], shorter[0], target, longer[1]], 2),
+        ([*shorter, target, *longer], len(shorter)),
+    ]
+    for batch, position in compositions:
+        samplings = [SamplingParams(temperature=0.7, max_new_tokens=3 + 5 * i, seed=i)
+                     for i in range(len(batch))]
+        samplings[position] = mine
+        batcher = batcher_for(serial, len(batch))
+        got = in_one_batch(batcher, batch, samplings)[position]
+        assert batcher.stats.widest == len(batch)
+        assert got == alone, f"composition {len(batch)} rows, place {position}"
+    # Joining a batch already decoding (room for two: the target waits for a place).
+    batcher = batcher_for(serial, 2)
+    got = in_one_batch(batcher, [longer[0], shorter[0], target],
+                       [SamplingParams(temperature=0, max_new_tokens=30),
+                        SamplingParams(temperature=0, max_new_tokens=2), mine])
+    assert got[2] == alone

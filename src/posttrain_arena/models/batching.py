@@ -11,17 +11,21 @@ caller gets its answer) as soon as it ends: end token, `max_new_tokens`, or
 columns that are padding in every row left are cut away, so the cache is only as wide as
 the longest row still decoding.
 
-What a request gets does not depend on the batch it ran in:
+What a request gets does not depend on the batch it ran in, to the last bit:
 
+* every forward pass runs with each row computed as if alone (models/invariant.py:
+  one-row products for the linear layers, attention over the row's own keys only), so a
+  row's logits are bit-identical alone and beside any rows, wherever it sits and
+  whatever joins or leaves; which rows share a batch depends on timing, and a result
+  that depended on it would make a trial's verdict depend on when it ran;
 * completion ids up to and including the end token, and the logprob of each under
   logits / temperature (plain logits when greedy), before top-p truncation: what
   `TransformersChatModel` records and GRPO's ratio needs;
 * the sample is drawn from the row's own `torch.Generator` (seeded with
   `SamplingParams.seed`), by inverse CDF in float64 on the CPU over the top-p set sorted
-  stably, so the same seed gives the same tokens alone, in any batch and on any device
-  whose logits agree. Positions are counted from each row's first real token, so left
-  padding changes nothing but the floating-point order of sums (logprobs agree to ~1e-6;
-  a token could only change where two choices are tied to that precision).
+  stably, so the same seed gives the same tokens alone and in any batch. Positions are
+  counted from each row's first real token. (transformers' own `generate`, other
+  kernels, agrees to ~1e-6 in the logprobs.)
 
 The worker exits after `IDLE_SEC` without requests and is started again by the next
 one, so an idle model holds no thread. Weights are read at each forward pass: a trainer may
@@ -30,6 +34,7 @@ update them between batches, never during one (GRPO generates and steps in turn)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import threading
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posttrain_arena.models.base import SamplingParams
+from posttrain_arena.models.invariant import row_invariant, supports
 
 DEFAULT_MAX_BATCH = 16
 DEFAULT_GATHER_SEC = 0.01
@@ -90,6 +96,9 @@ class BatchedGenerator:
         self.max_batch = max_batch
         self.gather_sec = gather_sec
         self.stats = BatchStats()
+        # Rows computed as if alone (models/invariant.py): what a request gets cannot
+        # depend on which requests happened to share its batch.
+        self.invariant = supports(model)
         self._cond = threading.Condition()
         self._pending: list[_Request] = []
         self._worker: threading.Thread | None = None
@@ -160,7 +169,8 @@ class BatchedGenerator:
         import torch
 
         rows: _Rows | None = None
-        with torch.no_grad():
+        invariant = row_invariant(self.model) if self.invariant else contextlib.nullcontext()
+        with torch.no_grad(), invariant:
             while True:
                 if rows is None:
                     room = self.max_batch
