@@ -60,7 +60,7 @@ def row_invariant(model: Any) -> Iterator[None]:
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     config._attn_implementation = NAME
     for layer in linears:  # an instance attribute shadows the class's forward
-        layer.forward = functools.partial(_linear_module, layer)
+        layer.forward = functools.partial(_linear_module, layer)  # type: ignore[method-assign]
     try:
         with torch.no_grad():
             yield
