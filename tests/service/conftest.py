@@ -4,6 +4,7 @@ ARENA_TEST_POSTGRES_URL is set), the app, users of every role, collections on di
 from __future__ import annotations
 
 import os
+import random
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +24,15 @@ from posttrain_arena.spec.scaffold import new_task
 DOMAINS = ("software-engineering", "finance-economics", "cybersecurity", "natural-science")
 
 
+def write_notes(package: Path, seed: str, words: int = 1500) -> None:
+    """Give a scaffolded package content of its own (as real packages have): notes in
+    its build context, the same for the same seed. Without them every scaffold is a
+    near-copy of every other (service/similarity.py), whatever its name."""
+    rng = random.Random(seed)
+    text = " ".join(f"w{rng.randrange(100_000)}" for _ in range(words))
+    (package / "environment" / "notes.md").write_text(text + "\n")
+
+
 def make_collection(root: Path, n_tasks: int = 2, team: str = "team") -> Path:
     """A real collection: submission.yaml plus scaffolded task packages under envs/."""
     (root / "envs").mkdir(parents=True)
@@ -31,6 +41,7 @@ def make_collection(root: Path, n_tasks: int = 2, team: str = "team") -> Path:
     )
     for i in range(n_tasks):
         new_task(f"task-{team}-{i}", DOMAINS[i % len(DOMAINS)], root / "envs")
+        write_notes(root / "envs" / f"task-{team}-{i}", f"{team}-{i}")
     return root
 
 

@@ -7,6 +7,8 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -16,6 +18,8 @@ from posttrain_arena.service.auth import create_user
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.errors import BadRequest
 from posttrain_arena.service.models import User
+
+from .conftest import CHALLENGE
 
 
 class _Whoami(BaseHTTPRequestHandler):
@@ -57,7 +61,8 @@ def test_external_whoami_signs_in_a_participant(settings: Settings, whoami: str)
     with TestClient(app) as c:
         me = c.get("/api/me", headers={"Authorization": "Bearer hf_good"})
         assert me.status_code == 200, me.text
-        assert me.json() == {"id": me.json()["id"], "name": "hf:alice", "role": "participant"}
+        assert me.json() == {"id": me.json()["id"], "name": "hf:alice", "role": "participant",
+                             "approved": False, "team": None}
         again = c.get("/api/me", headers={"Authorization": "Bearer hf_good"}).json()
         assert again["id"] == me.json()["id"]  # the same user, not a new one each time
         assert c.get("/api/me", headers={"Authorization": "Bearer hf_bad"}).status_code == 401
@@ -160,3 +165,68 @@ def test_a_whoami_answer_that_is_not_json_signs_no_one_in(
     finally:
         app.state.db.dispose()
         server.shutdown()
+
+
+def _launch_as_alice(c: TestClient, collection: Path) -> tuple[dict[str, str], int]:
+    from posttrain_arena.service.client import pack_dir
+
+    hf = {"Authorization": "Bearer hf_good"}
+    col = c.post("/api/collections/upload", headers=hf, content=pack_dir(collection))
+    assert col.status_code == 201, col.text  # registering is allowed at once
+    body = {"challenge": "micro", "collection_id": col.json()["id"]}
+    pre = c.post("/api/runs/preflight", headers=hf, json=body).json()
+    allowed = next(ch for ch in pre["checks"] if ch["name"] == "caller_allowed")
+    return allowed, c.post("/api/runs", headers=hf, json=body).status_code
+
+
+def test_an_external_account_launches_only_once_approved(
+        settings: Settings, whoami: str, new_collection: Any) -> None:
+    on = settings.model_copy(update={"external_auth": "huggingface", "external_auth_url": whoami})
+    app = create_app(on)
+    with TestClient(app) as c:
+        with app.state.db.write() as s:
+            _admin, admin = create_user(s, "root", "admin")
+        root = {"Authorization": f"Bearer {admin}"}
+        assert c.post("/api/challenges", headers=root, json=CHALLENGE).status_code == 201
+        allowed, status = _launch_as_alice(c, new_collection(team="a"))
+        assert status == 409 and allowed["status"] == "FAIL"
+        assert "approval" in allowed["reason"] and "--approve" in allowed["reason"]
+        assert c.patch("/api/users/hf:alice", headers={"Authorization": "Bearer hf_good"},
+                       json={"approved": True}).status_code == 403  # not by herself
+        ok = c.patch("/api/users/hf:alice", headers=root, json={"approved": True})
+        assert ok.status_code == 200 and ok.json()["approved"] is True
+        allowed, status = _launch_as_alice(c, new_collection(team="b"))
+        assert status == 201 and allowed["status"] == "ok"
+    app.state.db.dispose()
+
+
+def test_an_allowlisted_external_account_launches_at_once(
+        settings: Settings, whoami: str, new_collection: Any) -> None:
+    on = settings.model_copy(update={"external_auth": "huggingface", "external_auth_url": whoami,
+                                     "external_allowlist": ["hf:bob", "hf:ali*"]})
+    app = create_app(on)
+    with TestClient(app) as c:
+        with app.state.db.write() as s:
+            _admin, admin = create_user(s, "root", "admin")
+        c.post("/api/challenges", headers={"Authorization": f"Bearer {admin}"}, json=CHALLENGE)
+        allowed, status = _launch_as_alice(c, new_collection(team="a"))
+        assert status == 201 and allowed["status"] == "ok"
+    app.state.db.dispose()
+
+
+def test_a_flood_of_unseen_tokens_costs_a_bounded_number_of_checks(
+        settings: Settings, whoami: str) -> None:
+    on = settings.model_copy(update={"external_auth": "huggingface", "external_auth_url": whoami,
+                                     "external_auth_rate": 1.0})
+    app = create_app(on)
+    before = _Whoami.calls
+    with TestClient(app) as c:
+        statuses = [c.get("/api/me", headers={"Authorization": f"Bearer hf_random{i}"}
+                          ).status_code for i in range(40)]
+        shapeless = [c.get("/api/me", headers={"Authorization": f"Bearer junk{i}"}
+                           ).status_code for i in range(40)]
+    calls = _Whoami.calls - before
+    assert calls <= 6  # the burst (4 x the rate) and what the rate refilled meanwhile
+    assert statuses.count(401) == calls and statuses.count(429) == 40 - calls
+    assert set(shapeless) == {401}  # not the provider's shape: refused without a call
+    app.state.db.dispose()

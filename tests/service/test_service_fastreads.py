@@ -54,10 +54,10 @@ def test_a_write_is_seen_by_the_next_remembered_read(
             assert client.get("/api/runs").json()["total"] == 1
             assert kr.hits == hits + 1
         with arena.db.write() as s:
-            s.execute(text("UPDATE runs SET reason = 'edited by hand' WHERE id = :i"),
+            s.execute(text("UPDATE runs SET reason_class = 'timed_out' WHERE id = :i"),
                       {"i": run_id})
         hits = other_known.hits
-        assert other.get("/api/runs").json()["items"][0]["reason"] == "edited by hand"
+        assert other.get("/api/runs").json()["items"][0]["reason_class"] == "timed_out"
         assert other_known.hits == hits + 1
     other_app.state.db.dispose()
 

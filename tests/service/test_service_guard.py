@@ -60,13 +60,13 @@ def test_an_anonymous_api_write_is_refused_before_its_body_is_read(arena: Arena)
 
 def test_the_sign_in_cookie_does_not_authenticate_api_writes(arena: Arena) -> None:
     """A page on another site can make a browser post to /api/ with the cookie."""
-    token = arena.tokens["author"]
+    cookie, _csrf = _web_cookies(arena, "author")
     body = Body([b'{"title": "forged", "body": "by another site"}'])
     status, _ = call(arena, "POST", "/api/board/threads", body,
-                     {"content-type": "application/json", "cookie": f"arena_token={token}"})
+                     {"content-type": "application/json", "cookie": cookie})
     assert status == 401 and body.read == 0
     assert arena.call("GET", "/api/board/threads").json() == []
-    me = arena.client.get("/api/me", headers={"cookie": f"arena_token={token}"})
+    me = arena.client.get("/api/me", headers={"cookie": cookie})
     assert me.status_code == 401  # reads ignore the cookie too: the API is header-only
 
 
@@ -107,8 +107,12 @@ def test_a_chunked_json_body_is_bounded_too(arena: Arena) -> None:
 
 def _web_cookies(arena: Arena, who: str) -> tuple[str, str]:
     """(cookie header, csrf token) of a browser signed in as `who`."""
+    from posttrain_arena.service.auth import Principal
+
     csrf = "t0ken-of-this-browser"
-    return f"arena_csrf={csrf}; arena_token={arena.tokens[who]}", csrf
+    session, _ttl = arena.client.app.state.sessions.start(
+        Principal(user_id=arena.ids[who], name=who))
+    return f"arena_csrf={csrf}; arena_session={session}", csrf
 
 
 def test_a_web_upload_checks_csrf_and_the_viewer_before_the_body(arena: Arena) -> None:

@@ -109,8 +109,8 @@ def test_a_write_through_another_process_is_seen_at_once(
         scored_run(arena, collection["id"], 3.0)  # written through the first app
         assert other.get("/api/runs").json()["total"] == 1
         with arena.db.write() as s:  # and a change from outside any server
-            s.execute(text("UPDATE runs SET reason = 'edited by hand'"))
-        assert other.get("/api/runs").json()["items"][0]["reason"] == "edited by hand"
+            s.execute(text("UPDATE runs SET reason_class = 'timed_out'"))
+        assert other.get("/api/runs").json()["items"][0]["reason_class"] == "timed_out"
     other_app.state.db.dispose()
 
 

@@ -34,8 +34,11 @@ def test_preflight_lists_every_check_and_reserves_nothing(
         "challenge_open": "ok",
         "caller_allowed": "ok",
         "no_active_run": "ok",
+        "near_duplicate": "skip",
         "cooldown": "skip",
+        "run_count": "skip",
         "budget": "ok",
+        "quota": "ok",
         "eligible_tasks": "ok",
     }
     assert ok.json()["reservation"] == challenge["allowance"]
@@ -130,7 +133,8 @@ def test_racing_launches_never_exceed_the_cap(arena: Arena, challenge: dict[str,
         barrier.wait()
         try:
             with arena.db.write() as s:
-                runs_svc.launch(s, author, RunRequest(challenge="micro", collection_id=col_id))
+                runs_svc.launch(s, author, RunRequest(challenge="micro", collection_id=col_id),
+                                arena.settings)
             result = "ok"
         except Conflict:
             result = "refused"

@@ -85,6 +85,13 @@ def test_worker_runs_every_stage_and_reconciles(
     assert worker.poll_once() is None
 
 
+def detail(arena: Arena, run_id: int) -> str:
+    """The run's full failure message, as editors read it."""
+    resp = arena.call("GET", f"/api/runs/{run_id}/failure", "editor")
+    assert resp.status_code == 200, resp.text
+    return str(resp.json()["detail"])
+
+
 def test_stage_failure_fails_the_run_with_a_reason(
     arena: Arena, challenge: dict[str, Any], collection: dict[str, Any]
 ) -> None:
@@ -101,7 +108,8 @@ def test_stage_failure_fails_the_run_with_a_reason(
     worker.poll_once()
     failed = run_json(arena, run["id"])
     assert failed["state"] == "failed" and failed["stage"] == "teacher"
-    assert "no trajectories" in failed["reason"]
+    assert failed["reason_class"] == "internal"  # a stage's own words are for editors
+    assert "no trajectories" in detail(arena, run["id"])
     assert arena.call("GET", "/api/budget").json()["reserved"] == 0
 
 
@@ -111,7 +119,8 @@ def test_without_a_pipeline_the_run_fails_saying_so(
     run = launch(arena, collection)
     Worker(arena.db, arena.settings, plan()[:2]).poll_once()
     out = run_json(arena, run["id"])
-    assert out["state"] == "failed" and "pipeline" in out["reason"]
+    assert out["state"] == "failed" and out["reason_class"] == "no_score"
+    assert "pipeline" in detail(arena, run["id"])
     assert out["stages_done"] == ["snapshot", "check"]
 
 
@@ -130,7 +139,8 @@ def test_lost_worker_is_resumed_from_the_last_finished_stage(
     assert [(a.run_id, a.action) for a in actions] == [(run["id"], "requeued")]
     requeued = run_json(arena, run["id"])
     assert requeued["state"] == "queued" and requeued["stages_done"] == ["snapshot"]
-    assert "dead" in requeued["reason"] and "snapshot" in requeued["reason"]
+    assert requeued["reason_class"] == "requeued"
+    assert "dead" in detail(arena, run["id"]) and "snapshot" in detail(arena, run["id"])
     assert arena.call("GET", "/api/budget").json()["reserved"] == challenge["allowance"]
     # The dead worker cannot write any more.
     assert dead.run_stage(run["id"]) is StepOutcome.LOST
@@ -154,7 +164,8 @@ def test_lost_worker_after_max_attempts_fails_and_releases(
         with arena.db.write() as s:
             lifecycle.watchdog(s, arena.settings, now=later)
     out = run_json(arena, run["id"])
-    assert out["state"] == "failed" and "gave up" in out["reason"]
+    assert out["state"] == "failed" and out["reason_class"] == "worker_lost"
+    assert "gave up" in detail(arena, run["id"])
     assert out["attempts"] == arena.settings.max_attempts
     budget = arena.call("GET", "/api/budget").json()
     assert budget["reserved"] == 0 and budget["left"] == budget["cap"] - budget["spent"]
@@ -208,7 +219,8 @@ def test_missing_collection_files_fail_the_snapshot(
     shutil.rmtree(Path(arena.settings.collections_dir / str(collection["id"])))
     Worker(arena.db, arena.settings, plan()).poll_once()
     out = run_json(arena, run["id"])
-    assert out["state"] == "failed" and "missing" in out["reason"]
+    assert out["state"] == "failed" and out["reason_class"] == "internal"
+    assert "missing" in detail(arena, run["id"])
 
 
 def test_the_server_runs_the_watchdog_without_workers(
@@ -233,4 +245,5 @@ def test_the_server_runs_the_watchdog_without_workers(
             if state["state"] != "running":
                 break
             time.sleep(0.1)
-    assert state["state"] == "queued" and "gone" in state["reason"]
+    assert state["state"] == "queued" and state["reason_class"] == "requeued"
+    assert "gone" in detail(arena, run["id"])

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from tests.service.conftest import write_notes
 
 from posttrain_arena.service.app import create_app
 from posttrain_arena.service.auth import SYSTEM, create_user
@@ -40,6 +41,7 @@ def make_collection(root: Path, n_tasks: int = 2, team: str = "team") -> Path:
         f"team_name: {team}\ncontact_email: team@example.org\ntrack: environments\n")
     for i in range(n_tasks):
         new_task(f"task-{team}-{i}", DOMAINS[i % len(DOMAINS)], root / "envs")
+        write_notes(root / "envs" / f"task-{team}-{i}", f"{team}-{i}")
     return root
 
 

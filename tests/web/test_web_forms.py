@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from tests.service.gitserver import GitHttpServer, commit_all
 
 from posttrain_arena.service.models import Result, Review, Run
@@ -21,14 +22,19 @@ def run_id_of(resp: object) -> int:
 def test_sign_in_and_out(site: Site) -> None:
     c = site.client()
     bad = signin(c, "arena_nope_nope")
-    assert "Sign-in failed" in bad.text and "arena_token" not in c.cookies
+    assert "Sign-in failed" in bad.text and "arena_session" not in c.cookies
     good = signin(c, site.tokens["editor"])
     assert str(good.url).endswith("/arena") and "Signed in as editor (editor)" in good.text
-    cookie = next(ck for ck in c.cookies.jar if ck.name == "arena_token")
-    assert cookie.has_nonstandard_attr("HttpOnly")
+    cookie = next(ck for ck in c.cookies.jar if ck.name == "arena_session")
+    assert cookie.has_nonstandard_attr("HttpOnly") and cookie.expires is not None
+    assert site.tokens["editor"] not in str(cookie.value)  # a session, not the token
+    copied = TestClient(site.app)  # a copy of the cookie, taken before signing out
+    copied.cookies.set("arena_session", str(cookie.value))
+    assert "editor <span" in copied.get("/").text
     out = post(c, "/signout")
-    assert "Signed out." in out.text and "arena_token" not in c.cookies
+    assert "Signed out." in out.text and "arena_session" not in c.cookies
     assert "editor <span" not in c.get("/").text
+    assert "editor <span" not in copied.get("/").text  # revoked on the server too
 
 
 @pytest.mark.parametrize("target", [
@@ -169,7 +175,7 @@ def test_launch_preflight_collect_review_leaderboard(site: Site, challenge: str,
     again = post(author, "/arena/runs", form)  # a double submit returns the same run
     assert run_id_of(again) == run_id and "already submitted" in again.text
     blocked = author.get(f"/arena/collections/{uploaded}/launch?challenge={challenge}")
-    assert ">FAIL<" in blocked.text and f"run {run_id} of the same tree is active" in \
+    assert ">FAIL<" in blocked.text and f"run {run_id} of the same family is active" in \
         blocked.text and "launch-button" not in blocked.text
     with site.db.read() as s:
         assert s.query(Run).count() == 1

@@ -4,6 +4,7 @@ and bad addresses, bad input and missing rights get readable HTML error pages.""
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 
 from posttrain_arena.spec.domains import Domain
 
@@ -118,17 +119,34 @@ def test_forbidden_launch_page_is_a_403_page(site: Site, challenge: str,
     assert "belongs to the collection&#39;s author and to editors" in launch.text
 
 
-def test_a_revoked_cookie_signs_the_viewer_out(site: Site) -> None:
+def test_a_revoked_session_signs_the_viewer_out(site: Site) -> None:
     c = site.client("author")
-    with site.db.write() as s:
-        from posttrain_arena.service.models import ApiToken
-
-        for tok in s.query(ApiToken).all():
-            tok.revoked = True
+    assert "author <span" in c.get("/arena").text
+    site.app.state.sessions.end_all(site.user_ids["author"])
     page = c.get("/arena")
     assert page.status_code == 200
-    assert "no longer valid" in page.text and "Sign in" in page.text
-    assert "arena_token" not in c.cookies
+    assert "sign-in has ended" in page.text and "Sign in" in page.text
+    assert "arena_session" not in c.cookies
+
+
+def test_a_forged_or_expired_session_cookie_signs_no_one_in(site: Site) -> None:
+    c = site.client("author")
+    real = str(c.cookies["arena_session"])
+    prefix, secret, expires, sig = real.split(".")
+    later = str(int(expires) + 10**6)
+    for forged in (f"{prefix}.{secret}.{later}.{sig}",  # expiry moved: the signature fails
+                   f"{prefix}.{secret}x.{expires}.{sig}", "arena_anything", ""):
+        other = TestClient(site.app)
+        other.cookies.set("arena_session", forged)
+        assert "author <span" not in other.get("/arena").text, forged
+    short = site.app.state.sessions
+    short_lived = type(short)(short.db, short.key, ttl_sec=-1)  # already expired
+    from posttrain_arena.service.auth import Principal
+
+    cookie, _ = short_lived.start(Principal(user_id=site.user_ids["author"], name="author"))
+    other = TestClient(site.app)
+    other.cookies.set("arena_session", cookie)
+    assert "author <span" not in other.get("/arena").text
 
 
 def test_static_assets_are_local(site: Site) -> None:
@@ -160,7 +178,7 @@ def test_page_routes_turn_service_errors_into_pages(site: Site, error: str, stat
         raise (Forbidden if error == "forbidden" else Unauthorized)("not for you")
 
     app = FastAPI()
-    app.state.db, app.state.external_checker = site.db, None
+    app.state.db = site.db
     app.include_router(router)
     resp = TestClient(app).get("/guarded")
     assert resp.status_code == status and "text/html" in resp.headers["content-type"]

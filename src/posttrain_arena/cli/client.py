@@ -18,6 +18,8 @@ from posttrain_arena.cli.groups import result_app
 
 board_app = typer.Typer(help="The collaboration board: list threads, read, post.",
                         invoke_without_command=True)
+token_app = typer.Typer(help="Your API tokens: list, make (with an expiry), revoke.",
+                        no_args_is_help=True)
 
 
 def _print(data: Any) -> None:
@@ -146,7 +148,8 @@ def leaderboard(challenge: str = typer.Argument(..., help="Challenge slug")) -> 
 
 
 def budget() -> None:
-    """The global compute budget: cap, reserved, spent, left."""
+    """The compute budget: the global cap, reserved, spent, left, and every per-user and
+    per-team quota with what it has used."""
     _print(_call(lambda c: c.budget()))
 
 
@@ -179,8 +182,30 @@ def board_post(
         _print(_call(lambda c: c.post_message(thread, body)))
 
 
+@token_app.command("list")
+def token_list() -> None:
+    """Your tokens: prefix, expiry, revoked (never the secrets)."""
+    _print(_call(lambda c: c._call("GET", "/api/tokens")))
+
+
+@token_app.command("create")
+def token_create(
+    days: float = typer.Option(90, "--expires-days", help="Days until it expires"),
+) -> None:
+    """Make a new token for you (printed once)."""
+    _print(_call(lambda c: c._call("POST", "/api/tokens", json={"expires_in_days": days})))
+
+
+@token_app.command("revoke")
+def token_revoke(prefix: str = typer.Argument(..., help="The token's prefix (arena_PREFIX_...)")
+                 ) -> None:
+    """Revoke a token: refused from the next request on."""
+    _print(_call(lambda c: c._call("DELETE", f"/api/tokens/{prefix}")))
+
+
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the root app."""
     for fn in (challenges, validate, submit, run, runs, cancel, review, leaderboard, budget):
         app.command(fn.__name__)(fn)
     app.add_typer(board_app, name="board")
+    app.add_typer(token_app, name="token")

@@ -104,6 +104,8 @@ def worker(
 def create_user(
     name: str = typer.Argument(..., help="Unique user name"),
     role: str = typer.Option("participant", "--role", help="participant, editor or admin"),
+    expires_days: float | None = typer.Option(
+        None, "--expires-days", help="Days until its token expires (default: never)"),
     data_dir: Path | None = _DATA_DIR,
     database_url: str | None = _DB_URL,
 ) -> None:
@@ -115,7 +117,7 @@ def create_user(
     db = open_database(_settings(data_dir, database_url))
     try:
         with db.write() as s:
-            user, token = auth.create_user(s, name, role)
+            user, token = auth.create_user(s, name, role, expires_days)
             out = {"id": user.id, "name": user.name, "role": user.role, "token": token}
     except ServiceError as exc:
         _fail(exc.message)
@@ -185,6 +187,81 @@ def set_budget(
     db = open_database(_settings(data_dir, database_url))
     with db.write() as s:
         out = set_cap(s, SYSTEM, cap)
+    typer.echo(out.model_dump_json(indent=2))
+
+
+@admin_app.command("set-user")
+def set_user(
+    name: str = typer.Argument(..., help="User name (hf:NAME for a Hugging Face sign-in)"),
+    approve: bool | None = typer.Option(
+        None, "--approve/--unapprove", help="Allow (or stop) this user launching runs"),
+    team: str | None = typer.Option(None, "--team", help="Team, for team quotas ('' removes)"),
+    role: str | None = typer.Option(None, "--role", help="participant, editor or admin"),
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+) -> None:
+    """Approve a user's launches (external sign-ins wait for this), set their team or role."""
+    from posttrain_arena.service.accounts import update_user
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.auth import SYSTEM
+    from posttrain_arena.service.errors import ServiceError
+    from posttrain_arena.service.schemas import UserOut, UserUpdate
+
+    db = open_database(_settings(data_dir, database_url))
+    try:
+        with db.write() as s:
+            user = update_user(s, SYSTEM, name, UserUpdate(approved=approve, team=team,
+                                                            role=role))
+            out = UserOut.model_validate(user)
+    except ServiceError as exc:
+        _fail(exc.message)
+    typer.echo(out.model_dump_json(indent=2))
+
+
+@admin_app.command("set-quota")
+def set_quota(
+    cap: float | None = typer.Argument(None, help="The cap (omit with --remove)"),
+    user: str | None = typer.Option(None, "--user", help="The user it caps"),
+    team: str | None = typer.Option(None, "--team", help="The team it caps"),
+    remove: bool = typer.Option(False, "--remove", help="Remove the quota"),
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+) -> None:
+    """Cap what one user or one team may spend, on top of the global cap."""
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.auth import SYSTEM
+    from posttrain_arena.service.errors import ServiceError
+    from posttrain_arena.service.quotas import set_quota as set_q
+
+    if (user is None) == (team is None) or (cap is None) != remove:
+        _fail("give one of --user NAME or --team NAME, and a CAP or --remove")
+    db = open_database(_settings(data_dir, database_url))
+    try:
+        with db.write() as s:
+            out = set_q(s, SYSTEM, "user" if user else "team", user or team or "", cap)
+    except ServiceError as exc:
+        _fail(exc.message)
+    typer.echo(json.dumps([q.model_dump() for q in out], indent=2))
+
+
+@admin_app.command("revoke-token")
+def revoke_token(
+    prefix: str = typer.Argument(..., help="The token's prefix (arena_PREFIX_...)"),
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+) -> None:
+    """Revoke any user's token."""
+    from posttrain_arena.service.accounts import revoke_token as revoke
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.auth import SYSTEM
+    from posttrain_arena.service.errors import ServiceError
+
+    db = open_database(_settings(data_dir, database_url))
+    try:
+        with db.write() as s:
+            out = revoke(s, SYSTEM, prefix)
+    except ServiceError as exc:
+        _fail(exc.message)
     typer.echo(out.model_dump_json(indent=2))
 
 

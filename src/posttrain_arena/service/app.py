@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from posttrain_arena import __version__
 from posttrain_arena.service.api import api_router
 from posttrain_arena.service.api.gate import ApiGate, error_response
-from posttrain_arena.service.auth import external_checker
+from posttrain_arena.service.auth import Identity
 from posttrain_arena.service.budget import ensure_budget
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
@@ -32,6 +32,8 @@ from posttrain_arena.service.guard import WriteGuard
 from posttrain_arena.service.lifecycle import watchdog
 from posttrain_arena.service.migrations import upgrade
 from posttrain_arena.service.readcache import ReadCache
+from posttrain_arena.service.sessions import Sessions, session_key
+from posttrain_arena.service.whoami import external_checker
 
 
 def open_database(settings: Settings) -> Database:
@@ -107,9 +109,13 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.state.known_reads = KnownReads()  # cached reads the routes remembered
     app.state.db = db or open_database(settings)
     app.state.read_cache = ReadCache(app.state.db)
-    app.state.external_checker = external_checker(settings.external_auth,
-                                                  settings.external_auth_url,
-                                                  settings.external_auth_cache_sec)
+    app.state.identity = Identity(
+        app.state.db,
+        external_checker(settings.external_auth, settings.external_auth_url,
+                         settings.external_auth_cache_sec, settings.external_auth_rate,
+                         settings.external_auth_timeout_sec),
+        tuple(settings.external_allowlist))
+    app.state.sessions = Sessions(app.state.db, session_key(settings), settings.session_ttl_sec)
 
     @app.exception_handler(ServiceError)
     async def _service_error(_request: Request, exc: ServiceError) -> JSONResponse:

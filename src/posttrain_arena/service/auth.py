@@ -11,24 +11,22 @@ collect belong to the author and to editors.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import hmac
 import secrets
-import threading
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Protocol
 
-import httpx
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import BadRequest, Conflict, Forbidden, Unauthorized
-from posttrain_arena.service.models import USER_NAME_MAX, ApiToken, User
+from posttrain_arena.service.models import USER_NAME_MAX, ApiToken, User, utcnow
 
 TOKEN_PREFIX = "arena_"
 
@@ -51,6 +49,8 @@ class Principal:
     user_id: int | None = None
     name: str = "anonymous"
     role: Role | None = None
+    #: may launch runs (external sign-ins wait for approval unless allowlisted)
+    approved: bool = True
 
     @property
     def anonymous(self) -> bool:
@@ -90,15 +90,16 @@ EXTERNAL_SEPARATOR = ":"
 never hold it, so no local user can take the name of an external one."""
 
 
-def create_user(session: Session, name: str, role: Role | str) -> tuple[User, str]:
+def create_user(session: Session, name: str, role: Role | str,
+                expires_in_days: float | None = None) -> tuple[User, str]:
     """Create a user with one fresh token; returns (user, token). The token is shown once."""
     try:
         role = Role(role)
     except ValueError:
         raise BadRequest(f"unknown role {role!r}; use one of: "
                          f"{', '.join(r.value for r in Role)}") from None
-    if not name or len(name) > 100:
-        raise BadRequest("user name must be 1-100 characters")
+    if not name or len(name) > USER_NAME_MAX:
+        raise BadRequest(f"user name must be 1-{USER_NAME_MAX} characters")
     if EXTERNAL_SEPARATOR in name:
         raise BadRequest(f"user name {name!r} holds {EXTERNAL_SEPARATOR!r}, which marks "
                          "accounts of an external provider (hf:NAME); choose one without it")
@@ -107,14 +108,18 @@ def create_user(session: Session, name: str, role: Role | str) -> tuple[User, st
     user = User(name=name, role=role.value)
     session.add(user)
     session.flush()
-    return user, issue_token(session, user)
+    return user, issue_token(session, user, expires_in_days)
 
 
-def issue_token(session: Session, user: User) -> str:
-    """Add a new token for `user` and return it in clear (it is stored hashed)."""
+def issue_token(session: Session, user: User, expires_in_days: float | None = None) -> str:
+    """Add a new token for `user` and return it in clear (it is stored hashed); it
+    expires after `expires_in_days` (never, with None)."""
     prefix = secrets.token_hex(6)
     token = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(24)}"
-    session.add(ApiToken(user_id=user.id, prefix=prefix, token_hash=hash_token(token)))
+    expires = (utcnow() + timedelta(days=expires_in_days)
+               if expires_in_days is not None else None)
+    session.add(ApiToken(user_id=user.id, prefix=prefix, token_hash=hash_token(token),
+                         expires_at=expires))
     session.flush()
     return token
 
@@ -135,59 +140,6 @@ class ExternalTokenChecker(Protocol):
         ...
 
 
-class HuggingFaceWhoami:
-    """External checker calling a Hugging Face style `whoami` endpoint.
-
-    Answers (a name, or a refusal) are kept for `cache_sec`, keyed by the token's sha256,
-    so that a busy client costs the provider one call per token per period, not one per
-    request; a revoked external token therefore still works for up to that long."""
-
-    def __init__(self, url: str = "https://huggingface.co/api/whoami-v2", timeout: float = 10,
-                 cache_sec: float = 60.0, max_cached: int = 10_000):
-        self.url = url
-        self.timeout = timeout
-        self.cache_sec = cache_sec
-        self.max_cached = max_cached
-        self.calls = 0
-        self._cache: OrderedDict[str, tuple[float, ExternalIdentity | None]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def check(self, token: str) -> ExternalIdentity | None:
-        key, now = hash_token(token), time.monotonic()
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and hit[0] > now:
-                return hit[1]
-        ident = self._ask(token)
-        with self._lock:
-            self._cache[key] = (now + self.cache_sec, ident)
-            self._cache.move_to_end(key)
-            while len(self._cache) > self.max_cached:
-                self._cache.popitem(last=False)
-        return ident
-
-    def _ask(self, token: str) -> ExternalIdentity | None:
-        self.calls += 1
-        try:
-            resp = httpx.get(self.url, headers={"Authorization": f"Bearer {token}"},
-                             timeout=self.timeout)
-        except httpx.HTTPError:
-            return None
-        if resp.status_code != 200:
-            return None
-        try:
-            body = resp.json()
-        except ValueError:  # not JSON: no identity, as for any other bad answer
-            return None
-        name = body.get("name") if isinstance(body, dict) else None
-        if not isinstance(name, str) or not name:
-            return None
-        ident = f"hf{EXTERNAL_SEPARATOR}{name}"
-        if len(ident) > USER_NAME_MAX:  # longer than a user name may be: not a 500
-            return None
-        return ExternalIdentity(external_id=ident, name=ident)
-
-
 def authenticate(
     session: Session, token: str | None, external: ExternalTokenChecker | None = None
 ) -> Principal | ExternalIdentity:
@@ -206,57 +158,69 @@ def authenticate(
         ):
             raise Unauthorized("the token is not valid; ask an admin for a new one "
                                "(`arena admin create-user`)")
+        if row.expires_at is not None and row.expires_at <= utcnow():
+            raise Unauthorized("the token has expired; make a new one (`arena token create`) "
+                               "or ask an admin")
         user = session.get(User, row.user_id)
         assert user is not None
-        return Principal(user_id=user.id, name=user.name, role=Role(user.role))
+        return principal_of(user)
     if external is not None:
         ident = external.check(token)
         if ident is not None:
             user = session.scalar(select(User).where(User.external_id == ident.external_id))
             if user is None:
                 return ident
-            return Principal(user_id=user.id, name=user.name, role=Role(user.role))
+            return principal_of(user)
     raise Unauthorized("the token is not valid: Arena tokens start with 'arena_'")
 
 
-def identify(db: Database, token: str | None,
-             external: ExternalTokenChecker | None = None) -> Principal:
-    """Who `token` belongs to. A read transaction; only an external user's first visit
-    writes (their user row), in a short transaction of its own."""
-    with db.read() as session:
-        found = authenticate(session, token, external)
-    if isinstance(found, Principal):
-        return found
-    try:
-        with db.write() as session:
-            return _external_principal(session, found)
-    except IntegrityError:  # the same user's first visit, recorded by another request
-        with db.read() as session:
-            return _external_principal(session, found)
+def principal_of(user: User) -> Principal:
+    """The principal a stored user acts as."""
+    return Principal(user_id=user.id, name=user.name, role=Role(user.role),
+                     approved=user.approved)
 
 
-def _external_principal(session: Session, ident: ExternalIdentity) -> Principal:
+@dataclass(frozen=True)
+class Identity:
+    """Who a bearer token belongs to, for this server: its database, its external
+    checker (None: off) and the allowlist of external names approved on sight."""
+
+    db: Database
+    external: ExternalTokenChecker | None = None
+    allowlist: tuple[str, ...] = ()
+
+    def identify(self, token: str | None) -> Principal:
+        """Who `token` belongs to. A read transaction; only an external user's first
+        visit writes (their user row), in a short transaction of its own."""
+        with self.db.read() as session:
+            found = authenticate(session, token, self.external)
+        if isinstance(found, Principal):
+            return found
+        approved = any(fnmatch.fnmatchcase(found.name, p) for p in self.allowlist)
+        try:
+            with self.db.write() as session:
+                return _external_principal(session, found, approved)
+        except IntegrityError:  # the same user's first visit, recorded by another request
+            with self.db.read() as session:
+                return _external_principal(session, found, approved)
+
+
+def _external_principal(session: Session, ident: ExternalIdentity,
+                        approved: bool) -> Principal:
     user = session.scalar(select(User).where(User.external_id == ident.external_id))
     if user is None:
         if session.scalar(select(User).where(User.name == ident.name)) is not None:
             # A local user made before local names were kept free of the separator.
             raise Conflict(f"the user name {ident.name!r} is held by a local account; an "
                            "admin must rename it before this external account can sign in")
-        user = User(name=ident.name, role=Role.PARTICIPANT.value, external_id=ident.external_id)
+        # An account from an external sign-in may read, register and post at once, but
+        # launches runs (spends the organizers' compute) only once approved.
+        user = User(name=ident.name, role=Role.PARTICIPANT.value, external_id=ident.external_id,
+                    approved=approved)
         session.add(user)
         session.flush()
-    return Principal(user_id=user.id, name=user.name, role=Role(user.role))
+    return principal_of(user)
 
 
-def external_checker(kind: str | None, url: str,
-                     cache_sec: float = 60.0) -> ExternalTokenChecker | None:
-    """The configured external checker (None when off, the default)."""
-    if kind is None:
-        return None
-    if kind == "huggingface":
-        return HuggingFaceWhoami(url, cache_sec=cache_sec)
-    raise ValueError(f"unknown external_auth {kind!r}; use 'huggingface' or leave it unset")
-
-
-__all__ = ["ANONYMOUS", "Forbidden", "Principal", "Role", "authenticate", "create_user",
-           "identify"]
+__all__ = ["ANONYMOUS", "Forbidden", "Identity", "Principal", "Role", "authenticate",
+           "create_user"]

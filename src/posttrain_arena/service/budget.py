@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.models import Budget, Run, utcnow
+from posttrain_arena.service.quotas import list_quotas
 from posttrain_arena.service.schemas import BudgetOut
 
 BUDGET_ID = 1
@@ -84,8 +85,10 @@ def get_budget_row(session: Session) -> Budget:
 
 
 def get_budget(session: Session) -> BudgetOut:
-    """Cap, reserved, spent and left."""
-    return to_out(get_budget_row(session))
+    """Cap, reserved, spent and left, with every per-user and per-team quota."""
+    out = to_out(get_budget_row(session))
+    out.quotas = list_quotas(session)
+    return out
 
 
 def set_cap(session: Session, principal: Principal, cap: float) -> BudgetOut:

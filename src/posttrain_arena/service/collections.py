@@ -12,13 +12,14 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from posttrain_arena.service import similarity
 from posttrain_arena.service.archive import extract_archive
 from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.checking import CollectionSummary, check_collection_dir
@@ -44,6 +45,7 @@ class Staged:
     url: str | None = None
     ref: str | None = None
     commit: str | None = None
+    prints: list[similarity.PackagePrintData] = field(default_factory=list)
 
 
 def _staging_dir(settings: Settings) -> Path:
@@ -55,10 +57,12 @@ def _staging_dir(settings: Settings) -> Path:
 def _finish(staging: Path, root: Path, kind: SourceKind, name: str, **kw: str | None) -> Staged:
     try:
         summary = check_collection_dir(root)
+        prints = similarity.collection_prints(root, summary.eligible)
     except Exception:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return Staged(staging=staging, root=root, kind=kind, name=name[:200], summary=summary, **kw)
+    return Staged(staging=staging, root=root, kind=kind, name=name[:200], summary=summary,
+                  prints=prints, **kw)
 
 
 def source_policy(settings: Settings, principal: Principal) -> SourcePolicy:
@@ -174,17 +178,26 @@ def stage_path(settings: Settings, principal: Principal, src: PathSource) -> Sta
 
 
 def record(session: Session, settings: Settings, principal: Principal, st: Staged) -> Collection:
-    """Store a staged collection and move its tree into place."""
+    """Store a staged collection, in the family of the earlier collection it
+    near-duplicates (similarity.py), and move its tree into place."""
     assert principal.user_id is not None
     s = st.summary
+    similarity.serialize(session)
+    match = similarity.find_match(session, st.prints)
     col = Collection(
         name=st.name, owner_id=principal.user_id, source_kind=st.kind.value, source_url=st.url,
         source_ref=st.ref, commit=st.commit, content_hash=s.content_hash, storage_path="",
         task_count=s.task_count, eligible_count=len(s.eligible), domain_counts=s.domain_counts,
         error_count=s.errors, warning_count=s.warnings, findings=s.findings_json(st.root),
     )
+    if match is not None:
+        col.family_id, col.near_duplicate_of = match.family_id, match.collection_id
+        col.similarity = match.share
     session.add(col)
     session.flush()
+    if col.family_id is None:
+        col.family_id = col.id
+    similarity.store(session, col.id, st.prints)
     final = settings.collections_dir / str(col.id)
     if final.exists():  # left over from a transaction that rolled back
         shutil.rmtree(final)

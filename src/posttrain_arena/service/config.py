@@ -50,6 +50,31 @@ class Settings(BaseSettings):
         description="Ray cluster a worker fans each run's trials out over (host:port or "
         "ray://...); unset: trials run in the worker's own process (docs/cluster.md)",
     )
+    runs_per_family: int = Field(
+        default=0, ge=0,
+        description="Most runs (canceled ones aside) of one collection family on one "
+        "challenge; a family is a collection and its near-duplicates (0: no limit)",
+    )
+    external_allowlist: list[str] = Field(
+        default_factory=list,
+        description="External sign-in names (e.g. 'hf:alice', or 'hf:team-*' patterns) "
+        "whose accounts may launch runs at once; other external accounts wait for an "
+        "admin's `arena admin set-user NAME --approve`",
+    )
+    external_auth_rate: float = Field(
+        default=5.0, gt=0,
+        description="New external tokens checked with the identity provider per second, "
+        "at most (a burst of 4x that); more answer 429 instead of waiting",
+    )
+    external_auth_timeout_sec: float = Field(
+        default=5.0, gt=0, description="Limit on one identity-provider check")
+    session_ttl_sec: float = Field(
+        default=7 * 24 * 3600.0, gt=0,
+        description="How long a web sign-in lasts (signing out ends it at once)")
+    session_secret: str | None = Field(
+        default=None,
+        description="Key that signs web session cookies; default: a random key kept in "
+        "DATA_DIR/session.key (every server process on the data directory shares it)")
     upload_max_bytes: int = Field(
         default=50 * 1024 * 1024, gt=0, description="Largest accepted collection archive"
     )

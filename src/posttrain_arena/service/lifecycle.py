@@ -19,6 +19,7 @@ from posttrain_arena.service import evidence
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.models import Challenge, Run, utcnow
+from posttrain_arena.service.reasons import RunReason
 from posttrain_arena.service.results import record_result
 from posttrain_arena.service.runs import end_run
 from posttrain_arena.service.schemas import RunState
@@ -38,7 +39,7 @@ def claim(session: Session, worker_id: str, now: datetime | None = None) -> Run 
     run.attempts += 1
     run.started_at = run.started_at or now
     run.heartbeat_at = now
-    run.reason = None
+    run.reason_class = run.detail = None
     return run
 
 
@@ -97,26 +98,30 @@ def finish(session: Session, run_id: int, worker_id: str) -> bool:
     if run is None:
         return False
     if run.score is None:
-        end_run(session, run, RunState.FAILED, "every stage finished but none produced a "
-                "score; is the training pipeline installed (posttrain_arena.train.pipeline)?")
+        end_run(session, run, RunState.FAILED, RunReason.NO_SCORE, "every stage finished but "
+                "none produced a score; is the training pipeline installed "
+                "(posttrain_arena.train.pipeline)?")
         return True
     try:  # refuses before it writes anything
         record_result(session, run)
     except ServiceError as exc:  # a score that cannot count is no score
-        end_run(session, run, RunState.FAILED, f"the score cannot count: {exc.message}")
+        end_run(session, run, RunState.FAILED, RunReason.SCORE_INCOMPLETE,
+                f"the score cannot count: {exc.message}")
         return True
     end_run(session, run, RunState.SCORED, None)
     return True
 
 
-def fail(session: Session, run_id: int, worker_id: str, stage: str | None, reason: str) -> bool:
-    """Fail a run with a reason and release its reservation; False if no longer ours."""
+def fail(session: Session, run_id: int, worker_id: str, stage: str | None,
+         reason: RunReason, detail: str) -> bool:
+    """Fail a run with a reason class (published) and its detail (for editors), and
+    release its reservation; False if no longer ours."""
     heartbeat(session, run_id, worker_id)
     run = held(session, run_id, worker_id)
     if run is None:
         return False
-    end_run(session, run, RunState.FAILED,
-            f"stage {stage}: {reason}" if stage else reason)
+    end_run(session, run, RunState.FAILED, reason,
+            f"stage {stage}: {detail}" if stage else detail)
     return True
 
 
@@ -148,7 +153,7 @@ def watchdog(session: Session, settings: Settings, now: datetime | None = None
         assert ch is not None
         if run.run_seconds > ch.timeout_sec:
             reason = f"timed out after {run.run_seconds:.0f}s (limit {ch.timeout_sec}s)"
-            end_run(session, run, RunState.FAILED, reason)
+            end_run(session, run, RunState.FAILED, RunReason.TIMED_OUT, reason)
             actions.append(WatchdogAction(run.id, "failed", reason))
             continue
         if run.heartbeat_at is not None and run.heartbeat_at >= stale_before:
@@ -158,12 +163,12 @@ def watchdog(session: Session, settings: Settings, now: datetime | None = None
                 f"(no heartbeat for {settings.heartbeat_timeout_sec:.0f}s)")
         if run.attempts >= settings.max_attempts:
             reason = f"{lost}; gave up after {run.attempts} attempts"
-            end_run(session, run, RunState.FAILED, reason)
+            end_run(session, run, RunState.FAILED, RunReason.WORKER_LOST, reason)
             actions.append(WatchdogAction(run.id, "failed", reason))
         else:
             reason = f"{lost}; requeued to resume after {last or 'the start'}"
             run.state = RunState.QUEUED.value
             run.worker_id = None
-            run.reason = reason
+            run.reason_class, run.detail = RunReason.REQUEUED.value, reason
             actions.append(WatchdogAction(run.id, "requeued", reason))
     return actions

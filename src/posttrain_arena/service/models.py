@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -41,6 +42,10 @@ class User(Base):
     name: Mapped[str] = mapped_column(String(USER_NAME_MAX), unique=True)
     role: Mapped[str] = mapped_column(String(20))
     external_id: Mapped[str | None] = mapped_column(String(200), unique=True)
+    #: whether the account may launch runs: local accounts are; an external sign-in's
+    #: account is once an admin approves it or its name is on the allowlist (auth.py)
+    approved: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    team: Mapped[str | None] = mapped_column(String(100), index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -52,7 +57,37 @@ class ApiToken(Base):
     prefix: Mapped[str] = mapped_column(String(16), unique=True)
     token_hash: Mapped[str] = mapped_column(String(64))
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    expires_at: Mapped[datetime | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class WebSession(Base):
+    """A web sign-in (sessions.py): the browser holds a signed cookie naming it; signing
+    out revokes the row, and it ends at `expires_at` whatever the cookie says."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    prefix: Mapped[str] = mapped_column(String(16), unique=True)
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    expires_at: Mapped[datetime] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Quota(Base):
+    """An organizer's cap on what one user or one team may spend (budget.py), on top
+    of the global cap."""
+
+    __tablename__ = "quotas"
+    __table_args__ = (UniqueConstraint("kind", "name", name="uq_quotas_kind_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(10))
+    name: Mapped[str] = mapped_column(String(USER_NAME_MAX))
+    cap: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Challenge(Base):
@@ -92,6 +127,11 @@ class Collection(Base):
     source_ref: Mapped[str | None] = mapped_column(String(300))
     commit: Mapped[str | None] = mapped_column(String(64))
     content_hash: Mapped[str] = mapped_column(String(80), index=True)
+    #: the earliest collection this one is a near-duplicate of (its own id when none):
+    #: every launch limit counts runs per family (similarity.py)
+    family_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    near_duplicate_of: Mapped[int | None] = mapped_column(Integer)
+    similarity: Mapped[float | None] = mapped_column(Float)
     storage_path: Mapped[str] = mapped_column(String(1000))
     task_count: Mapped[int] = mapped_column(Integer, default=0)
     eligible_count: Mapped[int] = mapped_column(Integer, default=0)
@@ -118,7 +158,10 @@ class Run(Base):
     state: Mapped[str] = mapped_column(String(20), index=True)
     stage: Mapped[str | None] = mapped_column(String(50))
     stages_done: Mapped[list[Any]] = mapped_column(default=list)
-    reason: Mapped[str | None] = mapped_column(Text)
+    #: why it failed, was canceled or requeued: a class with fixed public text
+    #: (reasons.py); `detail` is the full text, for editors only
+    reason_class: Mapped[str | None] = mapped_column(String(30))
+    detail: Mapped[str | None] = mapped_column("reason", Text)
     reserved: Mapped[float] = mapped_column(Float, default=0.0)
     cost: Mapped[float | None] = mapped_column(Float)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -203,6 +246,29 @@ class RunChange(Base):
 
     version: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     run_id: Mapped[int] = mapped_column(Integer)
+
+
+class PackagePrint(Base):
+    """One task package's MinHash signature (similarity.py), for checking a collection
+    against a candidate's packages."""
+
+    __tablename__ = "package_prints"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id"), index=True)
+    package: Mapped[str] = mapped_column(String(200))
+    signature: Mapped[list[Any]] = mapped_column()
+
+
+class PackageBand(Base):
+    """One LSH band key of a package's signature: collections sharing a key are the
+    candidates a new collection is compared with."""
+
+    __tablename__ = "package_bands"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id"))
+    band: Mapped[int] = mapped_column(BigInteger, index=True)
 
 
 class Thread(Base):

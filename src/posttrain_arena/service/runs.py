@@ -17,13 +17,17 @@ from posttrain_arena.service import budget as budget_mod
 from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.challenges import allowance, get_challenge
 from posttrain_arena.service.collections import get_collection
+from posttrain_arena.service.config import Settings
 from posttrain_arena.service.errors import Conflict, NotFound
 from posttrain_arena.service.models import Budget, Challenge, Collection, Run, utcnow
+from posttrain_arena.service.quotas import quota_problems
+from posttrain_arena.service.reasons import RunReason, public_text
 from posttrain_arena.service.schemas import (
     ACTIVE_STATES,
     CheckStatus,
     Preflight,
     PreflightCheck,
+    RunFailure,
     RunRequest,
     RunState,
 )
@@ -35,9 +39,11 @@ def _check(name: str, ok: bool, reason: str) -> PreflightCheck:
 
 
 def evaluate_checks(
-    session: Session, principal: Principal, ch: Challenge, col: Collection, budget: Budget
+    session: Session, principal: Principal, ch: Challenge, col: Collection, budget: Budget,
+    settings: Settings,
 ) -> list[PreflightCheck]:
-    """Every launch check, in order, each ok, FAIL or skip with its reason."""
+    """Every launch check, in order, each ok, FAIL or skip with its reason. The slot,
+    cooldown and run count are the collection's family's (similarity.py)."""
     checks = [
         _check("challenge_open", ch.health == "open",
                "the challenge takes runs" if ch.health == "open"
@@ -45,22 +51,30 @@ def evaluate_checks(
     ]
     allowed = principal.user_id == col.owner_id or principal.at_least(Role.EDITOR)
     checks.append(_check(
-        "caller_allowed", allowed and not principal.anonymous,
-        f"{principal.name} may launch runs of collection {col.id}" if allowed
+        "caller_allowed", allowed and not principal.anonymous and principal.approved,
+        "your account waits for an organizer's approval (accounts from an external "
+        "sign-in do, unless allowlisted); ask an admin to run `arena admin set-user "
+        f"{principal.name} --approve`" if allowed and not principal.approved
+        else f"{principal.name} may launch runs of collection {col.id}" if allowed
         else "launching belongs to the collection's author and to editors"))
-    active = session.scalar(_same_tree(select(Run.id), ch, col).where(
+    checks.append(_family_check(col))
+    active = session.scalar(_same_family(select(Run.id), ch, col).where(
         Run.state.in_(ACTIVE_STATES)).limit(1))
     checks.append(_check("no_active_run", active is None,
-                         "no other run of this collection's tree on this challenge is queued "
-                         "or running" if active is None
-                         else f"run {active} of the same tree is active on this challenge"))
+                         "no other run of this collection's family is queued or running on "
+                         "this challenge" if active is None
+                         else f"run {active} of the same family is active on this challenge"))
     checks.append(_cooldown(session, ch, col))
+    checks.append(_run_count(session, ch, col, settings.runs_per_family))
     need = allowance(ch)
     checks.append(_check(
         "budget", budget_mod.covers(budget, need),
         f"reserving {need:.3g} of {budget_mod.left(budget):.3g} left"
         if budget_mod.covers(budget, need)
         else f"needs {need:.3g} but only {budget_mod.left(budget):.3g} of the cap is left"))
+    over = quota_problems(session, principal, need)
+    checks.append(_check("quota", not over, "; ".join(over) or
+                         "within every quota that applies to you"))
     checks.append(_check(
         "eligible_tasks", col.eligible_count >= 1,
         f"{col.eligible_count} eligible task(s)" if col.eligible_count
@@ -68,18 +82,48 @@ def evaluate_checks(
     return checks
 
 
-def _same_tree(q: Select[Any], ch: Challenge, col: Collection) -> Select[Any]:
-    """`q` narrowed to runs on `ch` of any collection with `col`'s content: registering
-    the same tree again is the same entry, so it resets no cooldown."""
+def _family(col: Collection) -> int:
+    return col.family_id if col.family_id is not None else col.id
+
+
+def _family_check(col: Collection) -> PreflightCheck:
+    if col.near_duplicate_of is None:
+        return PreflightCheck(name="near_duplicate", status=CheckStatus.SKIP,
+                              reason="no earlier collection holds most of its packages")
+    share = f"{100 * (col.similarity or 0):.0f}%"
+    return PreflightCheck(
+        name="near_duplicate", status=CheckStatus.OK,
+        reason=f"matches collection {col.near_duplicate_of}: {share} of its packages are "
+        f"near-copies of that collection's, so it shares the active-run slot, cooldown and "
+        f"run count of family {_family(col)}")
+
+
+def _same_family(q: Select[Any], ch: Challenge, col: Collection) -> Select[Any]:
+    """`q` narrowed to runs on `ch` of any collection of `col`'s family: registering the
+    same tree again, or a near-copy of it, resets no limit."""
     return q.join(Collection, Collection.id == Run.collection_id).where(
-        Run.challenge_id == ch.id, Collection.content_hash == col.content_hash)
+        Run.challenge_id == ch.id,
+        func.coalesce(Collection.family_id, Collection.id) == _family(col))
+
+
+def _run_count(session: Session, ch: Challenge, col: Collection,
+               limit: int) -> PreflightCheck:
+    if limit <= 0:
+        return PreflightCheck(name="run_count", status=CheckStatus.SKIP,
+                              reason="the server sets no limit on runs per collection")
+    n = session.scalar(_same_family(select(func.count(Run.id)), ch, col).where(
+        Run.state != RunState.CANCELED.value)) or 0
+    return _check("run_count", n < limit,
+                  f"{n} of {limit} runs of this collection's family on this challenge"
+                  if n < limit else f"this collection's family already had {n} runs on "
+                  f"this challenge (the limit is {limit})")
 
 
 def _cooldown(session: Session, ch: Challenge, col: Collection) -> PreflightCheck:
     if ch.cooldown_sec <= 0:
         return PreflightCheck(name="cooldown", status=CheckStatus.SKIP,
                               reason="the challenge has no cooldown")
-    last = session.scalar(_same_tree(select(func.max(Run.finished_at)), ch, col).where(
+    last = session.scalar(_same_family(select(func.max(Run.finished_at)), ch, col).where(
         Run.state == RunState.SCORED.value))
     if last is None:
         return PreflightCheck(name="cooldown", status=CheckStatus.SKIP,
@@ -90,18 +134,20 @@ def _cooldown(session: Session, ch: Challenge, col: Collection) -> PreflightChec
                   else f"wait {wait:.0f}s more after the last counted run")
 
 
-def preflight(session: Session, principal: Principal, req: RunRequest) -> Preflight:
+def preflight(session: Session, principal: Principal, req: RunRequest,
+              settings: Settings) -> Preflight:
     """The launch checks for `req`, evaluated now; reserves nothing."""
     principal.require(Role.PARTICIPANT, "a preflight")
     ch = get_challenge(session, req.challenge)
     col = get_collection(session, req.collection_id)
     budget = budget_mod.get_budget_row(session)
-    checks = evaluate_checks(session, principal, ch, col, budget)
+    checks = evaluate_checks(session, principal, ch, col, budget, settings)
     return Preflight(ok=all(c.status is not CheckStatus.FAIL for c in checks), checks=checks,
                      reservation=allowance(ch))
 
 
-def launch(session: Session, principal: Principal, req: RunRequest) -> tuple[Run, bool]:
+def launch(session: Session, principal: Principal, req: RunRequest,
+           settings: Settings) -> tuple[Run, bool]:
     """Queue a run and reserve its allowance; returns (run, created).
 
     With a `request_id` the call is idempotent: a retry returns the run already created,
@@ -118,7 +164,7 @@ def launch(session: Session, principal: Principal, req: RunRequest) -> tuple[Run
     ch = get_challenge(session, req.challenge)
     col = get_collection(session, req.collection_id)
     principal.require_owner_or_editor(col.owner_id, "launching a run")
-    checks = evaluate_checks(session, principal, ch, col, budget)
+    checks = evaluate_checks(session, principal, ch, col, budget, settings)
     failed = [c for c in checks if c.status is CheckStatus.FAIL]
     if failed:
         raise Conflict("the run cannot start: " + "; ".join(f"{c.name}: {c.reason}"
@@ -139,6 +185,15 @@ def get_run(session: Session, run_id: int) -> Run:
     if run is None:
         raise NotFound(f"no run {run_id}; `arena runs` lists them")
     return run
+
+
+def failure(session: Session, principal: Principal, run_id: int) -> RunFailure:
+    """A run's reason in full: its class and the message behind it (editors only: the
+    message may name held-out tasks and server paths)."""
+    principal.require(Role.EDITOR, "reading a run's full failure message")
+    run = get_run(session, run_id)
+    return RunFailure(run_id=run.id, reason_class=run.reason_class,
+                      reason=public_text(run.reason_class), detail=run.detail)
 
 
 def _filtered(session: Session, challenge: str | None, collection_id: int | None,
@@ -190,10 +245,13 @@ def run_cost(ch: Challenge, run: Run) -> float:
     return ch.price_per_hour * run.run_seconds / 3600.0
 
 
-def end_run(session: Session, run: Run, state: RunState, reason: str | None) -> None:
-    """Move a run to a final state and reconcile its reservation."""
+def end_run(session: Session, run: Run, state: RunState, reason: RunReason | None,
+            detail: str | None = None) -> None:
+    """Move a run to a final state and reconcile its reservation. `reason` is published,
+    as its fixed text; `detail` (the full message) only to editors (reasons.py)."""
     run.state = state.value
-    run.reason = reason
+    run.reason_class = reason.value if reason is not None else None
+    run.detail = detail
     run.finished_at = utcnow()
     run.worker_id = None
     ch = session.get(Challenge, run.challenge_id)
@@ -213,5 +271,5 @@ def cancel(session: Session, principal: Principal, run_id: int) -> Run:
                        "can be canceled")
     if run.score is not None:  # canceling now would be choosing not to show the score
         raise Conflict(f"run {run_id} already has its score; it ends scored and counts")
-    end_run(session, run, RunState.CANCELED, f"canceled by {principal.name}")
+    end_run(session, run, RunState.CANCELED, RunReason.CANCELED, f"canceled by {principal.name}")
     return run

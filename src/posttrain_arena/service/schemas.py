@@ -9,9 +9,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from posttrain_arena.service.models import USER_NAME_MAX
+from posttrain_arena.service.reasons import RunReason, public_text
 
 
 class _Out(BaseModel):
@@ -22,11 +23,39 @@ class UserOut(_Out):
     id: int = Field(description="User id")
     name: str = Field(description="Unique user name")
     role: str = Field(description="participant, editor or admin")
+    approved: bool = Field(
+        default=True, description="May launch runs (external sign-ins wait for an admin)")
+    team: str | None = Field(default=None, description="Team, for team budget quotas")
+
+
+class UserUpdate(BaseModel):
+    approved: bool | None = Field(default=None, description="Allow (or stop) launching runs")
+    team: str | None = Field(default=None, max_length=100,
+                             description="Team name ('' removes it)")
+    role: str | None = Field(default=None, description="participant, editor or admin")
+
+
+class TokenOut(_Out):
+    prefix: str = Field(description="The token's public prefix (arena_PREFIX_...)")
+    created_at: datetime = Field(description="UTC creation time")
+    expires_at: datetime | None = Field(description="UTC expiry (null: never)")
+    revoked: bool = Field(description="Revoked: refused from then on")
+
+
+class TokenCreate(BaseModel):
+    expires_in_days: float | None = Field(
+        default=90, gt=0, le=3650, description="Days until it expires (null: never)")
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="The token, shown only this once")
 
 
 class UserCreate(BaseModel):
     name: str = Field(min_length=1, max_length=USER_NAME_MAX, description="Unique user name")
     role: str = Field(default="participant", description="participant, editor or admin")
+    expires_in_days: float | None = Field(
+        default=None, gt=0, le=3650, description="Days until its token expires (null: never)")
 
 
 class UserCreated(BaseModel):
@@ -131,6 +160,13 @@ class CollectionOut(_Out):
     source_ref: str | None = Field(description="Requested git ref")
     commit: str | None = Field(description="Pinned git commit")
     content_hash: str = Field(description="Content hash of the registered tree")
+    family_id: int | None = Field(
+        description="The collection whose launch limits this one shares: the earliest it "
+        "near-duplicates by content (its own id when none)")
+    near_duplicate_of: int | None = Field(
+        description="The earlier collection this one's packages mostly copy, if any")
+    similarity: float | None = Field(
+        description="Share of this collection's packages with a near-copy in that one")
     task_count: int = Field(description="Task packages found")
     eligible_count: int = Field(description="Tasks that passed the structural checks")
     domain_counts: dict[str, int] = Field(description="Eligible tasks per domain")
@@ -210,7 +246,9 @@ class RunOut(_Out):
     state: RunState = Field(description="queued, running, scored, failed or canceled")
     stage: str | None = Field(description="Current or last stage")
     stages_done: list[str] = Field(description="Stages finished, in order")
-    reason: str | None = Field(description="Why it failed, was canceled or was requeued")
+    reason_class: RunReason | None = Field(
+        description="Why it failed, was canceled or was requeued, as a class: "
+        + ", ".join(r.value for r in RunReason))
     reserved: float = Field(description="Compute reserved at launch")
     cost: float | None = Field(description="Actual compute, once reconciled")
     attempts: int = Field(description="Worker attempts so far")
@@ -222,11 +260,26 @@ class RunOut(_Out):
     started_at: datetime | None = Field(description="UTC time a worker first took it")
     finished_at: datetime | None = Field(description="UTC end time")
 
+    @computed_field(description="The reason class's fixed public text (the full message "
+                    "is for editors: GET /api/runs/{id}/failure)")
+    def reason(self) -> str | None:
+        return public_text(self.reason_class)
+
     @model_validator(mode="after")
     def _score_only_when_scored(self) -> RunOut:
         if self.state is not RunState.SCORED:
             self.score = None
         return self
+
+
+class RunFailure(BaseModel):
+    """A run's reason in full (editors): the class everyone sees and the message behind it."""
+
+    run_id: int = Field(description="Run id")
+    reason_class: RunReason | None = Field(description="The published class")
+    reason: str | None = Field(description="The class's public text")
+    detail: str | None = Field(description="The full message (may name the suite's tasks "
+                               "and server paths: never published)")
 
 
 class RunList(BaseModel):
@@ -291,11 +344,27 @@ class Leaderboard(BaseModel):
     pending: int = Field(description="Results waiting for review")
 
 
+class QuotaOut(BaseModel):
+    kind: str = Field(description="user or team")
+    name: str = Field(description="The user's or the team's name")
+    cap: float = Field(description="Most its runs may hold and spend, in all")
+    used: float = Field(description="Reserved by its active runs plus spent by its others")
+    left: float = Field(description="cap - used")
+
+
+class QuotaUpdate(BaseModel):
+    kind: str = Field(description="user or team")
+    name: str = Field(min_length=1, max_length=USER_NAME_MAX, description="User or team name")
+    cap: float | None = Field(ge=0, description="The cap; null removes the quota")
+
+
 class BudgetOut(_Out):
     cap: float = Field(description="Global compute cap")
     reserved: float = Field(description="Held by queued and running runs")
     spent: float = Field(description="Used by finished runs")
     left: float = Field(description="cap - reserved - spent")
+    quotas: list[QuotaOut] = Field(
+        default_factory=list, description="Per-user and per-team caps on top of the global one")
 
 
 class BudgetUpdate(BaseModel):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from posttrain_arena.service.checking import check_collection_dir
+from posttrain_arena.service.reasons import RunReason
 from posttrain_arena.service.results import summarize_score
 
 if TYPE_CHECKING:
@@ -39,7 +40,12 @@ if TYPE_CHECKING:
 
 
 class StageError(Exception):
-    """A stage cannot finish; the message becomes the run's failure reason."""
+    """A stage cannot finish: the run fails with `reason` (published as its fixed text)
+    and the message as its detail (editors only; reasons.py)."""
+
+    def __init__(self, message: str, reason: RunReason = RunReason.INTERNAL):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass
@@ -108,7 +114,7 @@ def structural_check(ctx: RunContext) -> dict[str, Any]:
         raise StageError(f"the snapshot's content hash {summary.content_hash} differs from "
                          f"the pinned {ctx.collection_hash}; the stored files changed")
     if not summary.eligible:
-        raise StageError("no task passed the structural checks")
+        raise StageError("no task passed the structural checks", RunReason.COLLECTION)
     out = {"eligible": summary.eligible, "domain_counts": summary.domain_counts,
            "errors": summary.errors, "warnings": summary.warnings}
     (ctx.run_dir / "check.json").write_text(json.dumps(out, indent=2))
@@ -181,7 +187,8 @@ def _progress(ctx: RunContext) -> Callable[[Any], None]:
         if time.monotonic() - last_check > 5.0:
             last_check = time.monotonic()
             if ctx.should_stop():
-                raise StageError("the run was canceled or given to another worker")
+                raise StageError("the run was canceled or given to another worker",
+                                 RunReason.CANCELED)
 
     return progress
 

@@ -21,6 +21,7 @@ from posttrain_arena.service import lifecycle
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.models import Challenge, Collection, Run
+from posttrain_arena.service.reasons import RunReason
 from posttrain_arena.service.stage_plan import RunContext, Stage, StageError, default_plan
 
 log = logging.getLogger(__name__)
@@ -133,10 +134,13 @@ class Worker:
             with hb:
                 output = stage(ctx)
         except Exception as exc:
-            reason = str(exc) if isinstance(exc, StageError) else f"{type(exc).__name__}: {exc}"
-            log.warning("run %s stage %s failed: %s", run_id, stage.name, reason)
+            # Any other exception is the organizers' side (the suite, the pipeline, the
+            # host): its text names what it touched, so it is published only as a class.
+            why = exc.reason if isinstance(exc, StageError) else RunReason.INTERNAL
+            detail = str(exc) if isinstance(exc, StageError) else f"{type(exc).__name__}: {exc}"
+            log.warning("run %s stage %s failed: %s", run_id, stage.name, detail)
             with self.db.write() as s:
-                ok = lifecycle.fail(s, run_id, self.worker_id, stage.name, reason)
+                ok = lifecycle.fail(s, run_id, self.worker_id, stage.name, why, detail)
             return StepOutcome.FAILED if ok else StepOutcome.LOST
         with self.db.write() as s:
             if not lifecycle.end_stage(s, run_id, self.worker_id, stage.name, output):

@@ -8,13 +8,9 @@ from fastapi import Depends, Header, Request
 from starlette.concurrency import run_in_threadpool
 
 from posttrain_arena.service.api.gate import bearer_token
-from posttrain_arena.service.auth import Principal, identify
+from posttrain_arena.service.auth import Identity, Principal
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
-
-#: The web pages' sign-in cookie (never read by the API: api/gate.py).
-TOKEN_COOKIE = "arena_token"
-
 
 # The dependencies are coroutines: FastAPI runs a plain function dependency in a worker
 # thread, a hop that every request (anonymous reads included) would pay.
@@ -34,7 +30,6 @@ async def get_settings(request: Request) -> Settings:
 
 async def get_principal(
     request: Request,
-    db: Annotated[Database, Depends(get_db)],
     authorization: Annotated[str | None, Header(description="Bearer TOKEN")] = None,
 ) -> Principal:
     """Who is calling: from the `Authorization` header only (anonymous without one; 401
@@ -46,7 +41,8 @@ async def get_principal(
     token = bearer_token(authorization)
     if not token:
         return Principal()
-    return await run_in_threadpool(identify, db, token, request.app.state.external_checker)
+    identity: Identity = request.app.state.identity
+    return await run_in_threadpool(identity.identify, token)
 
 
 DbDep = Annotated[Database, Depends(get_db)]

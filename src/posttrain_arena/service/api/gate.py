@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from posttrain_arena.service.auth import identify
+from posttrain_arena.service.auth import Identity
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.errors import ServiceError, Unauthorized
 
@@ -57,9 +57,8 @@ class ApiGate:
             raise Unauthorized("writes need a token: pass 'Authorization: Bearer TOKEN' (set "
                                "ARENA_TOKEN for the CLI); the web sign-in cookie is for the "
                                "web pages only")
-        app = request.app
-        request.state.principal = await run_in_threadpool(
-            identify, app.state.db, token, app.state.external_checker)
+        identity: Identity = request.app.state.identity
+        request.state.principal = await run_in_threadpool(identity.identify, token)
 
     def refuse(self, request: Request, exc: ServiceError) -> JSONResponse:
         del request

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from posttrain_arena.service import results as results_svc
 from posttrain_arena.service import runs as svc
-from posttrain_arena.service.api.deps import DbDep, PrincipalDep
+from posttrain_arena.service.api.deps import DbDep, PrincipalDep, SettingsDep
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.fastreads import KnownReads
 from posttrain_arena.service.models import Run
@@ -14,6 +14,7 @@ from posttrain_arena.service.schemas import (
     Preflight,
     ResultOut,
     ReviewIn,
+    RunFailure,
     RunList,
     RunOut,
     RunRequest,
@@ -35,19 +36,21 @@ def _runs_json(db: Database, ids: frozenset[int]) -> dict[int, bytes]:
 
 
 @router.post("/preflight", response_model=Preflight)
-def preflight(body: RunRequest, principal: PrincipalDep, db: DbDep) -> Preflight:
+def preflight(body: RunRequest, principal: PrincipalDep, db: DbDep,
+              settings: SettingsDep) -> Preflight:
     """Every launch check as ok, FAIL or skip with its reason; reserves nothing."""
     with db.read() as s:
-        return svc.preflight(s, principal, body)
+        return svc.preflight(s, principal, body, settings)
 
 
 @router.post("", response_model=RunOut, status_code=201,
              responses={200: {"description": "A retry with the same request_id"}})
-def launch(body: RunRequest, principal: PrincipalDep, db: DbDep, response: Response) -> Run:
+def launch(body: RunRequest, principal: PrincipalDep, db: DbDep, settings: SettingsDep,
+           response: Response) -> Run:
     """Queue a run and reserve its allowance; a retry with the same request_id returns the
     same run (200). 409 lists the failed checks."""
     with db.write() as s:
-        run, created = svc.launch(s, principal, body)
+        run, created = svc.launch(s, principal, body, settings)
     if not created:
         response.status_code = 200
     return run
@@ -95,6 +98,13 @@ def get(run_id: int, db: DbDep) -> Run:
     """One run: state, stage, reason."""
     with db.read() as s:
         return svc.get_run(s, run_id)
+
+
+@router.get("/{run_id}/failure", response_model=RunFailure)
+def failure(run_id: int, principal: PrincipalDep, db: DbDep) -> RunFailure:
+    """The run's reason in full, the message behind its public class (editors)."""
+    with db.read() as s:
+        return svc.failure(s, principal, run_id)
 
 
 @router.post("/{run_id}/cancel", response_model=RunOut)

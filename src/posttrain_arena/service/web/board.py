@@ -10,10 +10,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
 from posttrain_arena.service import board as svc
-from posttrain_arena.service.api.deps import TOKEN_COOKIE
-from posttrain_arena.service.auth import identify
-from posttrain_arena.service.errors import ServiceError
+from posttrain_arena.service.auth import Identity
+from posttrain_arena.service.errors import ServiceError, Unauthorized
 from posttrain_arena.service.schemas import MessageCreate, ThreadCreate
+from posttrain_arena.service.sessions import SESSION_COOKIE, Sessions
 from posttrain_arena.service.views import user_names
 from posttrain_arena.service.web.page import (
     PageRoute,
@@ -142,20 +142,29 @@ def signin(request: Request, token: Annotated[str, Form()] = "",
     target = _safe_next(next)
     if not token:
         return _signin_again(target, "Paste your API token to sign in.")
+    identity: Identity = request.app.state.identity
+    sessions: Sessions = request.app.state.sessions
     try:
-        principal = identify(db_of(request), token, request.app.state.external_checker)
+        principal = identity.identify(token)
+        if principal.anonymous:
+            raise Unauthorized("the token is not valid")
     except ServiceError as exc:
         return _signin_again(target, f"Sign-in failed: {exc.message}")
+    cookie, ttl = sessions.start(principal)
     response: RedirectResponse = redirect(
         target, f"Signed in as {principal.name} ({principal.role}).")
-    response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="lax",
-                        secure=request.url.scheme == "https", max_age=30 * 24 * 3600)
+    response.set_cookie(SESSION_COOKIE, cookie, httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https", max_age=ttl)
     return response
 
 
 @router.post("/signout")
 def signout(request: Request) -> Response:
-    """Forget the token cookie."""
+    """End the session (revoked on the server, so a copy of the cookie ends too)."""
+    sessions: Sessions = request.app.state.sessions
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie:
+        sessions.end(cookie)
     response = redirect("/", "Signed out.")
-    response.delete_cookie(TOKEN_COOKIE)
+    response.delete_cookie(SESSION_COOKIE)
     return response

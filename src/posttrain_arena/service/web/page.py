@@ -25,15 +25,16 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
-from posttrain_arena.service.api.deps import TOKEN_COOKIE
 from posttrain_arena.service.api.gate import ENVELOPE_BYTES
-from posttrain_arena.service.auth import ANONYMOUS, Principal, Role, identify
+from posttrain_arena.service.auth import ANONYMOUS, Principal, Role
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import BadRequest, ServiceError, Unauthorized
+from posttrain_arena.service.sessions import SESSION_COOKIE, Sessions
 from posttrain_arena.spec.domains import Domain
 
 CSRF_COOKIE = "arena_csrf"
+OLD_TOKEN_COOKIE = "arena_token"
 FLASH_COOKIE = "arena_flash"
 HERE = Path(__file__).parent
 
@@ -106,18 +107,18 @@ def db_of(request: Request) -> Database:
 
 
 def get_viewer(request: Request) -> Viewer:
-    """The viewer from the sign-in cookie; a bad token reads as anonymous (and is cleared).
-    A form's viewer was found before its body was read (WebGate)."""
+    """The viewer from the session cookie (sessions.py); one that is not a live session
+    (expired, signed out, forged) reads as anonymous, and is cleared. A form's viewer
+    was found before its body was read (WebGate)."""
     known = getattr(request.state, "viewer", None)
     if isinstance(known, Viewer):
         return known
-    token = request.cookies.get(TOKEN_COOKIE)
-    if not token:
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if not cookie:
         return Viewer(ANONYMOUS)
-    try:
-        return Viewer(identify(db_of(request), token, request.app.state.external_checker))
-    except Unauthorized:
-        return Viewer(ANONYMOUS, bad_token=True)
+    sessions: Sessions = request.app.state.sessions
+    principal = sessions.principal(cookie)
+    return Viewer(principal) if principal is not None else Viewer(ANONYMOUS, bad_token=True)
 
 
 def csrf_token(request: Request) -> str:
@@ -176,7 +177,9 @@ def _set_cookies(request: Request, response: Response, viewer: Viewer | None) ->
     if new:
         response.set_cookie(CSRF_COOKIE, new, httponly=True, samesite="lax")
     if viewer is not None and viewer.bad_token:
-        response.delete_cookie(TOKEN_COOKIE)
+        response.delete_cookie(SESSION_COOKIE)
+    if request.cookies.get(OLD_TOKEN_COOKIE):  # the raw token, as sign-in kept it before
+        response.delete_cookie(OLD_TOKEN_COOKIE)
     if request.cookies.get(FLASH_COOKIE):
         response.delete_cookie(FLASH_COOKIE)
 
@@ -200,8 +203,8 @@ def render(request: Request, template: str, viewer: Viewer, status_code: int = 2
     (`error`, when given, is shown as one instead of a saved message)."""
     flash = {"kind": "error", "msg": error} if error else _read_flash(request)
     if viewer.bad_token and flash is None:
-        flash = {"kind": "error", "msg": "Your saved token is no longer valid, so you were "
-                 "signed out. Sign in again with a current token."}
+        flash = {"kind": "error", "msg": "Your sign-in has ended (it expired, or it was "
+                 "signed out elsewhere). Sign in again with a current token."}
     response = templates.TemplateResponse(
         request, template,
         {"viewer": viewer, "csrf": csrf_token(request), "flash": flash, **context},

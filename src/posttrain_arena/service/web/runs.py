@@ -15,6 +15,7 @@ from posttrain_arena.service import evidence as evidence_svc
 from posttrain_arena.service import results as res_svc
 from posttrain_arena.service import runs as run_svc
 from posttrain_arena.service.errors import NotFound, ServiceError
+from posttrain_arena.service.reasons import public_text
 from posttrain_arena.service.schemas import ACTIVE_STATES, Decision, ReviewIn, RunRequest
 from posttrain_arena.service.views import user_names
 from posttrain_arena.service.web.page import (
@@ -44,7 +45,8 @@ def launch_page(collection_id: int, request: Request, viewer: ViewerDep,
             challenge = challenges[0].slug
         ch = ch_svc.to_out(ch_svc.get_challenge(s, challenge))
         pre = run_svc.preflight(s, viewer.principal,
-                                RunRequest(challenge=ch.slug, collection_id=col.id))
+                                RunRequest(challenge=ch.slug, collection_id=col.id),
+                                request.app.state.settings)
         budget = budget_mod.get_budget(s)
     return render(request, "launch.html", viewer, col=col, ch=ch, challenges=challenges,
                   pre=pre, budget=budget, request_id=uuid.uuid4().hex)
@@ -59,7 +61,8 @@ def launch(request: Request, viewer: ViewerDep, challenge: Annotated[str, Form()
                      request_id=request_id[:100] or None)
     try:
         with db_of(request).write() as s:
-            run, created = run_svc.launch(s, viewer.principal, req)
+            run, created = run_svc.launch(s, viewer.principal, req,
+                                          request.app.state.settings)
             run_id = run.id
     except NotFound:
         raise
@@ -85,6 +88,7 @@ def run_page(run_id: int, request: Request, viewer: ViewerDep) -> Response:
         names = user_names(s, [run.created_by, col.owner_id])
         evidence = evidence_svc.list_evidence(s, run.collection_id, "eligible")
     return render(request, "run.html", viewer, run=run, col=col, ch=ch, result=result,
+                  reason=public_text(run.reason_class),
                   evidence=evidence,
                   names=names, active=run.state in ACTIVE_STATES,
                   may_manage=viewer.may_manage(col.owner_id))
