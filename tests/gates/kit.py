@@ -123,6 +123,8 @@ class EveryOtherSeed:
     answers then, the scripted `failer` otherwise (the seed is recovered from the
     sampling seed the model agent derives from the trial's seed and the turn)."""
 
+    context_limit = None  # scripts have no context window
+
     def __init__(self, solver: ScriptedModel, failer: ScriptedModel) -> None:
         self.name = "every-other-seed"
         self._solver, self._failer = solver, failer

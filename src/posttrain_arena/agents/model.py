@@ -4,6 +4,18 @@ Each turn the model issues one shell command through the `bash` tool and sees it
 (truncated) output with the time left; it ends the episode with `submit`. Limits on
 turns, generated tokens, context length and wall-clock come from task.md (`agent:`
 `timeout_sec`, and optionally `max_turns`, `max_tokens`) and the run's AgentSettings.
+The context limit is the smaller of the settings' and the model's own
+(`ChatModel.context_limit`, the server's `max_model_len`), and is enforced before a
+request is sent: a turn asks for no more tokens than fit, and an episode whose
+conversation no longer fits ends ("max_context").
+
+Who caused a failed request decides what the trial is. A conversation too long for the
+model (ContextOverflow) or one the server refuses after the model wrote into it
+(RequestRejected) ends the episode as the agent's doing: the trial is verified and
+scored on the state left, like any episode that ran out of turns. Only what the provider
+or harness did (ProviderError: transport, 5xx, the server's timeouts, a misconfigured
+client; a refusal before the model wrote anything; any other exception) is an error,
+which the trial reports as infra_error.
 
 The transcript keeps every message and, per assistant turn, the exact prompt ids,
 completion ids and logprobs; the whole episode is one token sequence with mask 1 on
@@ -22,7 +34,15 @@ from pydantic import BaseModel, Field
 
 from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
 from posttrain_arena.agents.transcript import Message, Transcript, TurnTokens
-from posttrain_arena.models.base import ChatModel, ChatResponse, SamplingParams, ToolCall
+from posttrain_arena.models.base import (
+    ChatModel,
+    ChatResponse,
+    ContextOverflow,
+    ProviderError,
+    RequestRejected,
+    SamplingParams,
+    ToolCall,
+)
 
 SYSTEM_PROMPT = (
     "You are in a Linux shell. Run one command per turn with the bash tool. "
@@ -50,6 +70,7 @@ SUBMIT_TOOL: dict[str, Any] = {
     },
 }
 TOOLS: list[dict[str, Any]] = [BASH_TOOL, SUBMIT_TOOL]
+PROVIDER_FAILED = "the model provider failed"  # begins an episode's error when it did
 
 
 class AgentSettings(BaseModel):
@@ -60,7 +81,8 @@ class AgentSettings(BaseModel):
         default=16_384, gt=0, description="Tokens the model may generate over the episode"
     )
     max_context_tokens: int = Field(
-        default=32_768, gt=0, description="Stop when a prompt grows beyond this many tokens"
+        default=32_768, gt=0, description="Most tokens of one request, prompt and completion "
+        "together; the model's own context limit applies too, whichever is smaller"
     )
     max_new_tokens: int = Field(default=512, gt=0, description="Tokens per assistant turn")
     output_chars: int = Field(
@@ -230,6 +252,9 @@ class ModelAgent:
             transcript.messages.append(message)
             wire.append(_wire(message))
 
+        limit = min(s.max_context_tokens, self.model.context_limit or s.max_context_tokens)
+        info["context_limit"] = limit
+        held = 0  # tokens the last request held: the next prompt is at least as long
         for turn in range(s.max_turns):
             if time.monotonic() >= deadline:
                 exit_reason = "deadline"
@@ -238,16 +263,35 @@ class ModelAgent:
             if budget <= 0:
                 exit_reason = "max_tokens"
                 break
+            if held >= limit:  # the next request cannot fit: it is not sent
+                exit_reason = "max_context"
+                break
             sampling = SamplingParams(temperature=s.temperature, top_p=s.top_p,
-                                      max_new_tokens=min(s.max_new_tokens, budget),
+                                      max_new_tokens=min(s.max_new_tokens, budget, limit - held),
                                       seed=(ctx.seed * 1_000_003 + turn) % 2**31,
                                       max_time_sec=max(0.1, deadline - time.monotonic()))
             t0 = time.monotonic()
             try:
                 response = self.model.chat(wire, tools=TOOLS, sampling=sampling,
                                            prefix_ids=episode.prefix())
-            except Exception as exc:  # provider down, OOM: infrastructure, not reward 0
-                error = f"model {self.model.name} failed on turn {turn}: {exc}"
+            except ContextOverflow as exc:  # the episode outgrew the model: the agent's
+                exit_reason = "max_context"
+                info["rejected"] = str(exc)[:500]
+                break
+            except RequestRejected as exc:
+                if turn == 0:  # refused before the model wrote a word: the harness's request
+                    error = f"{self.model.name} refused the episode's first request: {exc}"
+                    exit_reason = "error"
+                else:  # refused for what the model wrote into the conversation
+                    exit_reason = "rejected"
+                    info["rejected"] = str(exc)[:500]
+                break
+            except ProviderError as exc:  # unreachable, 5xx, its timeouts: not reward 0
+                error = f"{PROVIDER_FAILED} ({self.model.name}, turn {turn}): {exc}"
+                exit_reason = "error"
+                break
+            except Exception as exc:  # the client itself broke (OOM, a bug): the harness's
+                error = f"{self.model.name} raised on turn {turn}: {type(exc).__name__}: {exc}"
                 exit_reason = "error"
                 break
             finally:
@@ -255,14 +299,12 @@ class ModelAgent:
             info["turns"] = turn + 1
             info["prompt_tokens"] += response.usage.prompt_tokens
             info["completion_tokens"] += response.usage.completion_tokens
+            held = response.usage.prompt_tokens + response.usage.completion_tokens
             tokens = episode.add(response)
             if tokens is not None:
                 transcript.turns.append(tokens)
             add(Message(role="assistant", content=response.content,
                         tool_calls=[c.to_openai() for c in response.tool_calls]))
-            if response.usage.prompt_tokens > s.max_context_tokens:
-                exit_reason = "max_context"
-                break
             if not response.tool_calls:
                 idle += 1
                 if idle >= s.max_idle_turns:

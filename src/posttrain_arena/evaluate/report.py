@@ -1,7 +1,8 @@
 """EvalReport: pass rates of one agent on one suite, per task, per domain and overall.
 
-Infrastructure failures (build failed, infra error) are counted but excluded from every
-rate: they say nothing about the model. A task's pass rate is passes / scored trials;
+Trials lost to what the harness, host, task image or provider did (evaluate.attribution)
+are counted as lost but excluded from every rate: they say nothing about the model;
+whatever the agent caused is its 0. A task's pass rate is passes / scored trials;
 domain and overall rates are means over tasks, so each task weighs the same.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from posttrain_arena.evaluate.attribution import counts
 from posttrain_arena.trial.result import TrialResult
 
 REPORT_FORMAT = "arena-eval-report/1"
@@ -122,7 +124,7 @@ def task_stats(name: str, checksum: str, domain: str, results: Iterable[TrialRes
                ) -> TaskStats:
     """Counts and rates of one task's trials."""
     results = list(results)
-    counted = [r for r in results if not r.outcome.is_infrastructure]
+    counted = [r for r in results if counts(r.outcome, r.reason)]
     passes = sum(r.passed for r in counted)
     n = len(counted)
     return TaskStats(

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from posttrain_arena.evaluate.attribution import counts
 from posttrain_arena.evaluate.report import TrialSummary
 from posttrain_arena.gates.evidence import (
     GateCheck,
@@ -20,8 +21,10 @@ from posttrain_arena.gates.evidence import (
     TaskEvidence,
     Verdict,
 )
+from posttrain_arena.trial.result import Outcome
 
-INFRA_OUTCOMES = ("build_failed", "infra_error")
+# Outcomes that leave a trial out, as evaluation and GRPO decide (evaluate.attribution).
+INFRA_OUTCOMES = tuple(o.value for o in Outcome if not counts(o))
 
 
 class GatePolicy(BaseModel):

@@ -3,8 +3,10 @@
 from posttrain_arena.models.base import (
     ChatModel,
     ChatResponse,
+    ContextOverflow,
     ModelError,
     ProviderError,
+    RequestRejected,
     SamplingParams,
     ToolCall,
     Usage,
@@ -14,8 +16,10 @@ from posttrain_arena.models.spec import load_model
 __all__ = [
     "ChatModel",
     "ChatResponse",
+    "ContextOverflow",
     "ModelError",
     "ProviderError",
+    "RequestRejected",
     "SamplingParams",
     "ToolCall",
     "Usage",

@@ -27,10 +27,27 @@ class ModelError(Exception):
 
 
 class ProviderError(ModelError):
-    """The model provider failed (unreachable, overloaded, 5xx) and retries ran out.
+    """The model provider failed (unreachable, overloaded, 5xx, its own timeouts) and
+    retries ran out, or the client is misconfigured (bad key, unknown model).
 
     An agent turns this into an infrastructure error: the trial is not scored.
     """
+
+
+class RequestRejected(ModelError):
+    """The provider refused this request as it stood, and asking again cannot help
+    (HTTP 400, 413 or 422): something in the conversation it cannot take, such as a
+    tool call the model wrote that the server cannot render.
+
+    Not the provider's failure: once the conversation holds what the model wrote, the
+    model agent ends the episode and the trial is scored on what it left (the agent's
+    0, never an infrastructure error that would drop the trial from the denominator).
+    """
+
+
+class ContextOverflow(RequestRejected):
+    """The conversation no longer fits the model's context (`ChatModel.context_limit`):
+    the episode has run as long as this model can follow it. The agent's failure."""
 
 
 class ToolCall(BaseModel):
@@ -127,6 +144,14 @@ class ChatModel(Protocol):
 
     name: str
 
+    @property
+    def context_limit(self) -> int | None:
+        """Most tokens one request may hold, prompt and completion together, as the
+        model (or the server serving it, vLLM's `max_model_len`) allows; None when the
+        backend does not say. The model agent stops an episode before a request would
+        pass it."""
+        ...
+
     def chat(
         self,
         messages: Sequence[dict[str, Any]],
@@ -140,6 +165,8 @@ class ChatModel(Protocol):
         `prefix_ids` are the exact ids of the conversation so far up to and including the
         last assistant completion (previous prompt + completion). Clients that tokenise
         themselves continue from them, so a multi-turn episode is one exact token
-        sequence; others ignore it. Raises ProviderError when the backend fails for good.
+        sequence; others ignore it. Raises ContextOverflow when the conversation does not
+        fit `context_limit`, RequestRejected when the backend refuses the request as it
+        stands, ProviderError when the backend fails for good.
         """
         ...

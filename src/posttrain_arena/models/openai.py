@@ -6,7 +6,14 @@ options (`return_tokens_as_token_ids`, `return_token_ids`), so that a vLLM serve
 back exact prompt and completion ids; a server that rejects those options is asked again
 without them, once, and the client remembers. Transient failures (429, 5xx, connection
 errors, timeouts) are retried with exponential backoff; when they persist the client
-raises ProviderError, which the agent reports as an infrastructure error.
+raises ProviderError, which the agent reports as an infrastructure error. A request the
+server refuses as it stands (400, 413, 422) is not retried: ContextOverflow when the
+conversation no longer fits the model's context, RequestRejected otherwise; once the
+conversation holds what the model wrote, these are the agent's failure, not the
+provider's (agents/model.py).
+
+`context_limit` is the served model's `max_model_len`, read once from the server's
+`/models` listing (vLLM's; a provider that does not list it gives None), unless given.
 
 `tool_choice` is sent with every request that declares tools: "auto", "required",
 "none", or the name of one tool, which forces a call of that tool: sent in the named
@@ -33,8 +40,10 @@ import httpx
 
 from posttrain_arena.models.base import (
     ChatResponse,
+    ContextOverflow,
     ModelError,
     ProviderError,
+    RequestRejected,
     SamplingParams,
     ToolCall,
     Usage,
@@ -45,6 +54,12 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _VLLM_OPTIONS = {"return_tokens_as_token_ids": True, "return_token_ids": True}
 TOOL_CHOICE_MODES = ("auto", "required", "none")
+REJECTED_STATUS = frozenset({400, 413, 422})  # the request as it stands: retrying cannot help
+# How servers say a conversation is longer than the model's context: vLLM ("This model's
+# maximum context length is N tokens"), OpenAI (code context_length_exceeded), SGLang and
+# TGI ("Input validation error: ... must be <= N", "too many tokens").
+_OVERFLOW_MARKERS = ("maximum context length", "context_length_exceeded", "context length",
+                     "max_model_len", "too many tokens", "prompt is too long")
 
 
 class OpenAIChatModel:
@@ -62,10 +77,12 @@ class OpenAIChatModel:
         max_backoff_sec: float = 20.0,
         timeout_sec: float = 600.0,
         tool_choice: str | None = None,
+        context_limit: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """`tool_choice`: None leaves it to the server (auto where tools are given);
-        one of TOOL_CHOICE_MODES, or a tool's name to force a call of that tool."""
+        one of TOOL_CHOICE_MODES, or a tool's name to force a call of that tool.
+        `context_limit`: the model's context in tokens; None reads the server's."""
         if tool_choice is not None and not tool_choice.strip():
             raise ModelError("tool_choice is empty; give auto, required, none or a tool name")
         self.model = model
@@ -80,9 +97,32 @@ class OpenAIChatModel:
         self.backoff_sec = backoff_sec
         self.max_backoff_sec = max_backoff_sec
         self._sleep = sleep
+        self._context_limit = context_limit
+        self._context_read = context_limit is not None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(base_url=self.base_url, headers=headers,
                                     timeout=httpx.Timeout(timeout_sec, connect=30.0))
+
+    @property
+    def context_limit(self) -> int | None:
+        """The served model's context (`max_model_len` in the server's `/models`
+        listing), asked once; None when the server does not say."""
+        if not self._context_read:
+            self._context_read = True
+            self._context_limit = self._served_context()
+        return self._context_limit
+
+    def _served_context(self) -> int | None:
+        try:
+            resp = self._client.get("/models")
+            listing = resp.json().get("data") if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None  # no listing: the server's own 400 still tells an overflow
+        for entry in listing if isinstance(listing, list) else []:
+            if isinstance(entry, dict) and entry.get("id") == self.model:
+                value = entry.get("max_model_len")
+                return value if isinstance(value, int) and value > 0 else None
+        return None
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
@@ -154,6 +194,13 @@ class OpenAIChatModel:
                 body["max_completion_tokens"] = body.pop("max_tokens")
                 return self._post(body)
             last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+            if resp.status_code in REJECTED_STATUS:
+                lowered = resp.text.lower()
+                if any(marker in lowered for marker in _OVERFLOW_MARKERS):
+                    raise ContextOverflow(f"{self.base_url}: the conversation does not fit "
+                                          f"the model's context ({last})")
+                raise RequestRejected(f"{self.base_url}/chat/completions refused the "
+                                      f"request ({last})")
             if resp.status_code not in TRANSIENT_STATUS:
                 raise ProviderError(f"{self.base_url}/chat/completions failed with {last}; "
                                     "check the model name, OPENAI_BASE_URL and OPENAI_API_KEY")

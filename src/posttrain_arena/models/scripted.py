@@ -42,6 +42,8 @@ from posttrain_arena.models.base import (
 class ScriptedModel:
     """Replays scripted responses, chosen per conversation by the first user message."""
 
+    context_limit: int | None = None  # a script has no context window
+
     def __init__(
         self,
         responses: Sequence[dict[str, Any]] = (),

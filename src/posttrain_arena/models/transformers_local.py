@@ -25,7 +25,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from posttrain_arena.models.base import ChatResponse, ModelError, SamplingParams, Usage
+from posttrain_arena.models.base import (
+    ChatResponse,
+    ContextOverflow,
+    ModelError,
+    SamplingParams,
+    Usage,
+)
 from posttrain_arena.models.batching import DEFAULT_MAX_BATCH, BatchedGenerator
 from posttrain_arena.models.toolcalls import decode_arguments, parse_tool_calls
 
@@ -80,6 +86,13 @@ class TransformersChatModel:
         model.to(device)  # type: ignore[arg-type]
         model.eval()
         return cls(model, tokenizer, name=f"hf:{path}", max_batch=max_batch)
+
+    @property
+    def context_limit(self) -> int | None:
+        """The model's positions (`max_position_embeddings`): a longer sequence is one it
+        was never built to read."""
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        return int(limit) if isinstance(limit, int) and limit > 0 else None
 
     # -- rendering -------------------------------------------------------------------
 
@@ -179,6 +192,13 @@ class TransformersChatModel:
         """Sample the next assistant turn and record its exact tokens."""
         sampling = sampling or SamplingParams()
         ids = self.prompt_ids(messages, tools, prefix_ids)
+        limit = self.context_limit
+        if limit is not None:
+            if len(ids) >= limit:
+                raise ContextOverflow(f"{self.name}: the prompt has {len(ids)} tokens; the "
+                                      f"model reads at most {limit}")
+            if len(ids) + sampling.max_new_tokens > limit:  # generate only what fits
+                sampling = sampling.model_copy(update={"max_new_tokens": limit - len(ids)})
         completion, logprobs = self.generate(ids, sampling)
         ended = bool(completion) and completion[-1] in self.eos_ids
         body = completion[:-1] if ended else completion

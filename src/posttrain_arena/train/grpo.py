@@ -8,8 +8,11 @@ first turn's prompt ids, then every later token as the completion, with an
 environment mask (1 on model tokens, 0 on tool output and prompts of later turns) and
 the sampler's logprobs. The reward is the verifier's.
 
-Infrastructure failures carry no reward (None, so TRL zeroes their advantage) and are
-masked out of the loss. Groups whose rewards do not vary carry no signal: with
+Who caused a failed episode decides its reward, as in evaluation and the gates
+(evaluate.attribution): what the agent did (a timeout, a state the verifier cannot
+read, a conversation past the model's context) is its 0; only what the harness, host or
+provider did carries no reward (None, so TRL zeroes its advantage) and is masked out of
+the loss. Groups whose rewards do not vary carry no signal: with
 `resample_flat` (DAPO's dynamic sampling) each is replaced, while the batch's budget
 lasts, by a group on another training task (one not in the batch and not yet seen flat in
 this stage); the flat groups left are masked out before the update. All are counted. A
@@ -39,13 +42,13 @@ from typing import Any
 
 from posttrain_arena.agents.model import AgentSettings, ModelAgent
 from posttrain_arena.agents.transcript import Transcript
+from posttrain_arena.evaluate.attribution import training_reward
 from posttrain_arena.models.base import SamplingParams
 from posttrain_arena.models.transformers_local import TransformersChatModel
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.train.flatskip import HoldOnFlat, skip_flat_steps
 from posttrain_arena.train.recipe import GrpoSection, ModelSection
 from posttrain_arena.trial.executor import TrialJob, TrialOutput
-from posttrain_arena.trial.result import Outcome
 
 
 @dataclass
@@ -75,13 +78,13 @@ def trial_episodes(run_job: Callable[[TrialJob], TrialOutput]) -> EpisodeFn:
         wall = time.monotonic() - t0
         result, run = out.result, out.run
         info = run.info if run is not None else {}
-        reward: float | None = result.score
+        # Who caused a failure decides (evaluate.attribution): the agent's doing (a
+        # timeout, a state the verifier cannot read, an outgrown context) is its 0;
+        # only what the harness or provider did is masked.
+        reward = training_reward(result.outcome, result.reward, result.reason)
         reason = result.reason
-        if result.outcome.is_infrastructure or run is None or run.error:
-            reward = None
-            reason = reason or (run.error if run else "the agent never ran")
-        elif result.outcome is Outcome.VERIFIER_ERROR:
-            reward, reason = None, f"verifier error: {result.reason}"
+        if run is None:
+            reward, reason = None, reason or "the agent never ran"
         return Episode(task=task.name, transcript=run.transcript if run else None,
                        reward=reward, reason=reason, model_sec=float(info.get("model_sec", 0)),
                        env_sec=wall - float(info.get("model_sec", 0)), wall_sec=wall)
