@@ -28,7 +28,9 @@ class HostSession:
 
     def exec(self, command: str | list[str], *, stdin: bytes | None = None,
              env: Mapping[str, str] | None = None, **_: Any) -> ExecResult:
-        assert isinstance(command, str)
+        # the shell runs agent commands as plain_shell(command): the command is its last word
+        assert isinstance(command, list) and command[:2] == ["/bin/sh", "-c"]
+        command = command[-1]
         self.calls.append(("exec", stdin))
         text = command.replace(" /", f" {self.root}/")
         if not self.tar:

@@ -36,8 +36,9 @@ from posttrain_arena.sandbox.localfs import (
     root_for,
 )
 from posttrain_arena.spec.hashing import tree_hash
+from posttrain_arena.spec.trust import DEFAULT_PATH
 
-FORMAT = "local-image-v1"
+FORMAT = "local-image-v2"  # v2: ENV expands $PATH and $HOME against the base's values
 IGNORED = frozenset(
     {"EXPOSE", "LABEL", "CMD", "ENTRYPOINT", "VOLUME", "HEALTHCHECK", "STOPSIGNAL", "MAINTAINER"}
 )
@@ -46,6 +47,8 @@ _PACKAGE_MANAGERS = re.compile(
     r"adduser|groupadd)(\s|$)"
 )
 _HINT = "; the local backend honours a Dockerfile subset, use `--backend docker` for this task"
+BASE_ENV = {"PATH": DEFAULT_PATH, "HOME": "/root"}
+"""The environment a local image's Dockerfile starts from (a session's defaults)."""
 _locks: dict[str, threading.Lock] = {}
 # builds take their own slots, apart from trials (as the docker backend's do)
 _build_slots = threading.BoundedSemaphore(
@@ -165,7 +168,10 @@ class _Builder:
         return self.meta
 
     def _vars(self) -> dict[str, str]:
-        return {**self.args, **self.meta.env}
+        # What `$PATH` and `$HOME` mean before the Dockerfile sets them: the values every
+        # local session starts with (the host's system is this image's base), as Docker
+        # expands them against the base image's ENV. `ENV PATH=/x:$PATH` keeps the rest.
+        return {**BASE_ENV, **self.args, **self.meta.env}
 
     def _writable(self, ins: Instruction, path: str) -> str:
         path = normalize(path, self.meta.workdir)

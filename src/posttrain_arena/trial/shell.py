@@ -25,6 +25,21 @@ from posttrain_arena.sandbox.base import ExecResult, SandboxError, Session
 BROKEN_EXIT = 125
 """Exit status of a command the session could no longer run (the agent wrecked it)."""
 
+# The agent's commands run in a plain (non-login) bash, or sh where the image has none:
+# a login shell reads /etc/profile, which on Debian and Ubuntu sets PATH anew and so
+# drops what the image's Dockerfile put first with ENV (a venv, cargo, go): the image's
+# own tools would not be found by name. Without it the command sees exactly the
+# environment the session gives (the image's ENV on docker, the same on local), as
+# Docker's own RUN and `docker exec` do.
+_PLAIN_SHELL = ("/bin/sh", "-c",
+                'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; fi; '
+                'exec /bin/sh -c "$1"', "arena-shell")
+
+
+def plain_shell(command: str) -> list[str]:
+    """argv running `command` in a non-login bash (sh where there is no bash)."""
+    return [*_PLAIN_SHELL, command]
+
 
 class ShellClosed(RuntimeError):
     """The agent phase is over; the session no longer takes commands from the agent."""
@@ -70,7 +85,7 @@ class SessionShell:
         capped = left if timeout is None else min(timeout, left)
         try:
             result = self._session.exec(
-                command, timeout=capped, env={**self._env, **(env or {})},
+                plain_shell(command), timeout=capped, env={**self._env, **(env or {})},
                 workdir=self.workdir, stdin=stdin)
         except SandboxError as exc:
             # The session no longer runs commands (its PID 1 killed, its workdir gone):
