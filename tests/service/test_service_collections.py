@@ -118,6 +118,25 @@ def test_oversized_upload_and_unpacked_bomb(arena: Arena) -> None:
     assert resp.status_code == 413 and "bytes" in resp.json()["detail"]
 
 
+def _dir(name: str) -> tuple[tarfile.TarInfo, None]:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    return info, None
+
+
+def test_folders_count_against_the_file_limit(arena: Arena) -> None:
+    """Empty folders cost inodes too: listed ones, and those a member's path implies."""
+    n = arena.settings.max_files + 5
+    listed = _tar([_dir(f"col/d{i}") for i in range(n)])
+    resp = _post(arena, listed)
+    assert resp.status_code == 413 and "files and folders" in resp.json()["detail"]
+    deep = "/".join(f"d{i}" for i in range(n))
+    implied = _tar([(tarfile.TarInfo(f"col/{deep}/x"), b"x")])
+    resp = _post(arena, implied)
+    assert resp.status_code == 413 and "files and folders" in resp.json()["detail"]
+    assert not any(arena.settings.collections_dir.glob(".staging-*"))  # nothing left behind
+
+
 @pytest.mark.parametrize(
     "data", [b"not an archive at all", b"PK\x03\x04broken zip", b"\x1f\x8b\x08\x00garbage", b""]
 )

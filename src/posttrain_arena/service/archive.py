@@ -2,7 +2,9 @@
 
 Nothing in an archive is trusted: absolute paths, `..` components, links, devices and
 oversized or overlong contents are refused with a message naming the member, before any
-byte lands outside the destination folder. Members are written one by one (never
+byte lands outside the destination folder. Directories count against the file limit
+like files (a directory costs an inode as a file does), whether the archive lists them
+or only implies them by a member's path. Members are written one by one (never
 `extractall`), and the sizes actually read are counted, so a lying header cannot smuggle
 in more than the bound.
 """
@@ -27,12 +29,23 @@ class _Budget:
         self.max_bytes, self.max_files = max_bytes, max_files
         self.bytes = 0
         self.files = 0
+        self.dirs: set[PurePosixPath] = set()
 
     def add_file(self, name: str) -> None:
         self.files += 1
         if self.files > self.max_files:
-            raise TooLarge(f"the archive holds more than {self.max_files} files "
-                           f"(at {name!r}); split the collection or remove generated files")
+            raise TooLarge(f"the archive holds more than {self.max_files} files and "
+                           f"folders (at {name!r}); split the collection or remove generated "
+                           "files")
+
+    def make_dirs(self, dest: Path, rel: PurePosixPath) -> None:
+        """Create `rel` and its parents under `dest`, counting each new one as a file."""
+        for n in range(1, len(rel.parts) + 1):
+            sub = PurePosixPath(*rel.parts[:n])
+            if sub not in self.dirs:
+                self.add_file(str(sub) + "/")
+                self.dirs.add(sub)
+        dest.joinpath(*rel.parts).mkdir(parents=True, exist_ok=True)
 
     def add_bytes(self, n: int, name: str) -> None:
         self.bytes += n
@@ -54,7 +67,7 @@ def safe_member_path(name: str) -> PurePosixPath | None:
 
 def _write(dest: Path, rel: PurePosixPath, src: IO[bytes], budget: _Budget) -> None:
     target = dest.joinpath(*rel.parts)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    budget.make_dirs(dest, rel.parent)
     with target.open("wb") as out:
         while chunk := src.read(_CHUNK):
             budget.add_bytes(len(chunk), str(rel))
@@ -71,7 +84,7 @@ def _extract_tar(path: Path, dest: Path, budget: _Budget) -> None:
             if rel is None:
                 continue
             if member.isdir():
-                dest.joinpath(*rel.parts).mkdir(parents=True, exist_ok=True)
+                budget.make_dirs(dest, rel)
                 continue
             if not member.isfile():
                 raise BadRequest(f"archive member {member.name!r} is not a regular file "
@@ -93,7 +106,7 @@ def _extract_zip(path: Path, dest: Path, budget: _Budget) -> None:
             if rel is None:
                 continue
             if info.is_dir():
-                dest.joinpath(*rel.parts).mkdir(parents=True, exist_ok=True)
+                budget.make_dirs(dest, rel)
                 continue
             budget.add_file(info.filename)
             with zf.open(info) as src:

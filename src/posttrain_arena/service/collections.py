@@ -162,10 +162,11 @@ def stage_path(settings: Settings, principal: Principal, src: PathSource) -> Sta
     if not path.is_dir():
         raise BadRequest(f"{src.path} is not a directory on the server")
     files = 0
-    for _dirpath, _dirs, names in os.walk(path):
-        files += len(names)
+    for _dirpath, dirs, names in os.walk(path):
+        files += len(names) + len(dirs)  # a folder costs an inode as a file does
         if files > settings.max_files:
-            raise TooLarge(f"{src.path} holds more than {settings.max_files} files")
+            raise TooLarge(f"{src.path} holds more than {settings.max_files} files and "
+                           "folders")
     staging = _staging_dir(settings)
     try:
         shutil.copytree(path, staging / "tree", symlinks=True,
