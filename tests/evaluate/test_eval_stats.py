@@ -13,9 +13,8 @@ from scipy.stats import ttest_1samp
 from posttrain_arena.evaluate.report import EvalReport, build_report
 from posttrain_arena.evaluate.stats import (
     SuiteMismatch,
-    cluster_bootstrap,
-    cluster_t_test,
     compare,
+    paired_estimate,
     runs_interval,
 )
 from posttrain_arena.trial.result import Outcome, TrialResult
@@ -82,10 +81,10 @@ def test_mismatched_suites_are_refused() -> None:
         compare(_report([[True]] * 4), _report([[True]] * 3))
 
 
-def test_same_seed_same_interval() -> None:
+def test_the_comparison_is_a_function_of_the_reports() -> None:
     before = _report([[i % 2 == 0] for i in range(30)])
     after = _report([[i % 3 == 0] for i in range(30)])
-    assert compare(before, after, seed=7) == compare(before, after, seed=7)
+    assert compare(before, after) == compare(before, after)
 
 
 matrices = st.integers(min_value=1, max_value=25).flatmap(
@@ -100,90 +99,74 @@ matrices = st.integers(min_value=1, max_value=25).flatmap(
 def test_swapping_reports_mirrors_the_result(pair: tuple[list[list[bool]], list[list[bool]]]
                                              ) -> None:
     before, after = _report(list(pair[0])), _report(list(pair[1]))
-    ab = compare(before, after, samples=500)
-    ba = compare(after, before, samples=500)
+    ab = compare(before, after)
+    ba = compare(after, before)
     assert ab.change_pp == pytest.approx(-ba.change_pp)
     assert ab.ci_low_pp == pytest.approx(-ba.ci_high_pp)
     assert ab.p_value == pytest.approx(ba.p_value)
     assert -100 <= ab.ci_low_pp <= ab.ci_high_pp <= 100
 
 
-# ---------------------------------------------------------------- clustered intervals
+# ---------------------------------------------------------------- the estimate
 
-def _simulate(n_clusters: int, per_cluster: int, reps: int, *, cluster_sd: float,
-              task_sd: float, effect: float, seed: int, clustered: bool) -> float:
-    """Share of `reps` simulated suites whose 95% interval covers the true effect."""
-    rng = np.random.default_rng(seed)
-    groups = [f"c{g}" for g in range(n_clusters) for _ in range(per_cluster)]
-    keys = groups if clustered else [f"t{i}" for i in range(len(groups))]
-    covered = 0
-    for rep in range(reps):
-        shared = np.repeat(rng.normal(0, cluster_sd, n_clusters), per_cluster)
-        deltas = effect + shared + rng.normal(0, task_sd, len(groups))
-        low, high = cluster_bootstrap(deltas, keys, samples=2000, seed=rep)
-        covered += low <= effect <= high
-    return covered / reps
+@settings(max_examples=60, deadline=None)
+@given(matrices)
+def test_the_interval_excludes_zero_exactly_when_the_p_value_says_so(
+        pair: tuple[list[list[bool]], list[list[bool]]]) -> None:
+    """Interval and p-value are one computation: they cannot disagree at the boundary
+    (the old interval used a bootstrap spread, the old test a CR1 one)."""
+    c = compare(_report(list(pair[0])), _report(list(pair[1])),
+                clusters={f"task-{i:03d}": f"fam{i % 3}" for i in range(len(pair[0]))})
+    excludes = c.ci_low_pp > 0 or c.ci_high_pp < 0
+    assert excludes == (c.p_value < 0.05), (c.ci_low_pp, c.ci_high_pp, c.p_value)
 
 
-def test_cluster_interval_covers_a_known_effect_about_95_percent_of_the_time() -> None:
-    # 8 families of 5 near-clones, as in the micro suite: most variance is the family's.
-    kw = dict(n_clusters=8, per_cluster=5, reps=400, cluster_sd=0.15, task_sd=0.05,
-              effect=0.1, seed=11)
-    clustered = _simulate(**kw, clustered=True)
-    naive = _simulate(**kw, clustered=False)
-    # 400 reps: the standard error of a coverage near 0.95 is 0.011.
-    assert 0.92 <= clustered <= 0.98, clustered
-    # Treating the 40 tasks as independent is what made the old interval too narrow.
-    assert naive < 0.75, naive
-
-
-def test_interval_over_independent_tasks_keeps_its_coverage() -> None:
-    coverage = _simulate(40, 1, 400, cluster_sd=0.2, task_sd=0.0, effect=-0.05, seed=3,
-                         clustered=True)
-    assert 0.92 <= coverage <= 0.98, coverage
-
-
-def test_cluster_t_test_p_value_known_values() -> None:
-    # Three equal clusters with mean changes 0.1, 0.2, 0.3: t = 0.2 / (0.1 / sqrt 3)
-    # = 2 sqrt 3 on 2 degrees of freedom, whose two-sided p is 1 - t / sqrt(2 + t^2).
-    deltas = np.array([0.1, 0.1, 0.2, 0.2, 0.3, 0.3])
-    groups = ["a", "a", "b", "b", "c", "c"]
-    assert cluster_t_test(deltas, groups) == pytest.approx(1 - math.sqrt(6 / 7), rel=1e-12)
-    # Equal cluster sizes: the one-sample t-test on the cluster means, from scipy.
+def test_tasks_alone_give_scipys_one_sample_t() -> None:
     rng = np.random.default_rng(5)
-    deltas = rng.normal(0.05, 0.2, 8 * 5)
-    groups = [f"g{i // 5}" for i in range(40)]
-    means = deltas.reshape(8, 5).mean(axis=1)
-    assert cluster_t_test(deltas, groups) == pytest.approx(ttest_1samp(means, 0).pvalue,
-                                                           rel=1e-9)
-    # and the bootstrap interval converges on scipy's t interval of the cluster means
-    low, high = cluster_bootstrap(deltas, groups, samples=200_000, seed=0)
-    ref = ttest_1samp(means, 0).confidence_interval(0.95)
-    assert low == pytest.approx(ref.low, abs=0.004) and high == pytest.approx(ref.high,
-                                                                             abs=0.004)
+    deltas = rng.normal(0.05, 0.2, 40)
+    est = paired_estimate(deltas, [f"t{i}" for i in range(40)])
+    ref = ttest_1samp(deltas, 0)
+    assert est.p_value() == pytest.approx(ref.pvalue, rel=1e-9)
+    low, high = est.interval(0.95)
+    ci = ref.confidence_interval(0.95)
+    assert (low, high) == pytest.approx((ci.low, ci.high), rel=1e-9)
 
 
-def test_one_cluster_carries_no_interval_and_no_evidence() -> None:
-    deltas = np.array([1.0, 1.0, 0.0])
-    assert cluster_bootstrap(deltas, ["x"] * 3) == (-1.0, 1.0)
-    assert cluster_t_test(deltas, ["x"] * 3) == 1.0
+def test_clusters_are_strata_weighted_by_size() -> None:
+    # Stratum a: 0.1, 0.3 (var 0.02); stratum b: 0.0, 0.0, 0.6 (var 0.12); n = 5.
+    deltas = np.array([0.1, 0.3, 0.0, 0.0, 0.6])
+    est = paired_estimate(deltas, ["a", "a", "b", "b", "b"])
+    va, vb = (2 / 5) ** 2 * 0.02 / 2, (3 / 5) ** 2 * 0.12 / 3
+    assert est.change == pytest.approx(0.2)
+    assert est.se == pytest.approx(math.sqrt(va + vb))
+    assert est.df == pytest.approx((va + vb) ** 2 / (va ** 2 / 1 + vb ** 2 / 2))
 
 
-def test_compare_resamples_the_declared_clusters_and_names_the_method() -> None:
-    # Two families of ten tasks: one all gained, one all lost nothing.
-    before = _report([[False]] * 20)
-    after = _report([[i < 10] for i in range(20)])
-    tasks = [t.task_name for t in before.tasks]
-    by_task = compare(before, after)
-    by_family = compare(before, after, clusters={n: f"fam{i // 10}" for i, n in
-                                                 enumerate(tasks)})
-    assert by_task.change_pp == by_family.change_pp == 50
-    assert (by_task.clusters, by_family.clusters) == (20, 2)
-    assert "2 clusters" in by_family.method and "bootstrap" in by_family.method
-    # Two clusters are far less evidence than twenty tasks.
-    assert by_family.ci_high_pp - by_family.ci_low_pp > 2 * (by_task.ci_high_pp
-                                                             - by_task.ci_low_pp)
-    assert by_family.p_value > by_task.p_value
+def test_one_task_carries_no_interval_and_no_evidence() -> None:
+    est = paired_estimate(np.array([1.0]), ["x"])
+    assert est.interval() == (-1.0, 1.0) and est.p_value() == 1.0 and est.detectable() == 1.0
+
+
+def test_a_trial_lost_in_one_arm_drops_its_partner() -> None:
+    """Failing trials lost only in the final evaluation made 'base 37.5% -> final 50%'
+    stand beside 'change 0.0': the rates and the change must be of the same trials."""
+    before = _report([[True, False], [False, False], [True, True], [False, False]])
+    after = _report([[True, False], [None, None], [True, True], [False, None]])
+    c = compare(before, after)
+    assert c.excluded == ["task-001"] and c.tasks == 3
+    assert c.paired_trials == 5 and c.dropped_trials == 3  # 2 of task-001, 1 of task-003
+    assert c.before_rate == c.after_rate and c.change_pp == 0
+
+
+def test_compare_names_the_method_and_the_detectable_effect() -> None:
+    before = _report([[i % 2 == 0, i % 3 == 0] for i in range(24)])
+    after = _report([[i % 2 == 0, i % 4 != 0] for i in range(24)])
+    c = compare(before, after, clusters={f"task-{i:03d}": f"fam{i // 6}" for i in range(24)})
+    assert c.clusters == 4 and "strata" in c.method and "same" in c.test
+    # At 80% power and 5% two-sided: (t(0.975) + t(0.8)) standard errors.
+    from scipy.stats import t
+
+    assert c.detectable_pp == pytest.approx((t.ppf(0.975, c.df) + t.ppf(0.8, c.df)) * c.se_pp)
 
 
 def test_runs_interval_combines_seed_and_task_variance() -> None:

@@ -112,17 +112,14 @@ def eval_command(
 def compare_command(
     before: Path = typer.Argument(..., help="Report of the model before (REPORT.json)."),
     after: Path = typer.Argument(..., help="Report of the model after."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
-    samples: int = typer.Option(10_000, "--samples", min=100, help="Bootstrap resamples."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
-    """Paired comparison: change in pass rate (pp), 95% interval, p-value (tasks as clusters)."""
+    """Paired comparison: change in pass rate (pp), 95% interval, p-value, trials paired."""
     from posttrain_arena.evaluate.report import EvalReport
     from posttrain_arena.evaluate.stats import SuiteMismatch, compare
 
     try:
-        result = compare(EvalReport.load(before), EvalReport.load(after), samples=samples,
-                         seed=seed)
+        result = compare(EvalReport.load(before), EvalReport.load(after))
     except SuiteMismatch as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(1) from None

@@ -5,9 +5,10 @@ collection's `envs/` is used when present) or a list file naming package paths, 
 line, relative to the file (`#` starts a comment). A suite used as held-out must obey
 the composition rule: no domain above 20% of its tasks.
 
-Each task belongs to a *cluster*: the unit the paired bootstrap resamples (tasks that
-share a generator, a family or a source succeed and fail together, so counting them as
-independent makes an interval too narrow). A task declares its cluster with a tag
+Each task belongs to a *cluster*: a stratum of the paired interval (evaluate.stats;
+tasks that share a generator, a family or a source are draws from it, and the interval
+weighs each family as the suite does instead of counting its near-clones as independent
+evidence about the others). A task declares its cluster with a tag
 `cluster:KEY` in its task.md metadata (sealed by the package checksum, hence by the
 suite hash); a task without one is its own cluster.
 """

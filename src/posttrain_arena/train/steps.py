@@ -385,14 +385,13 @@ class Steps:
         base = EvalReport.load(ctx.output_of("baseline") / "eval.json")
         final = EvalReport.load(ctx.output_of("final") / "eval.json")
         clusters = suite_from_tasks(self.taskset("suite").tasks).clusters()
-        cmp = compare(base, final, clusters=clusters, seed=self.r.runtime.seed)
+        cmp = compare(base, final, clusters=clusters)
         after_sft, grpo_change = None, None
         sft_eval = ctx.output_of("after_sft") / "eval.json"
         if sft_eval.is_file():  # the same suite and seeds, so the two pair task by task
             sft_report = EvalReport.load(sft_eval)
             after_sft = score.pass_rates(sft_report)
-            grpo_change = score.change_of(compare(sft_report, final, clusters=clusters,
-                                                  seed=self.r.runtime.seed))
+            grpo_change = score.change_of(compare(sft_report, final, clusters=clusters))
         snap = json.loads((ctx.output_of("snapshot") / "snapshot.json").read_text())
         leaks = json.loads((ctx.output_of("leakage") / "leakage.json").read_text())
         gated = json.loads((ctx.output_of("eligibility") / "eligibility.json").read_text())
