@@ -85,6 +85,21 @@ def _locks_dir() -> Path:
     return path
 
 
+BUILD_NETWORK_ENV = "ARENA_BUILD_NETWORK"
+"""The network an image build's RUN steps get: `none` (the default) or, where the
+operator allows it, `default` (the engine's bridge)."""
+
+
+def build_network_mode() -> str:
+    """The build network the operator chose ($ARENA_BUILD_NETWORK; none by default)."""
+    mode = os.environ.get(BUILD_NETWORK_ENV, "none").strip() or "none"
+    if mode not in ("none", "default"):
+        raise PrerequisiteError(f"{BUILD_NETWORK_ENV}={mode!r}: use 'none' (no network for "
+                                "image builds, the default) or 'default' (the engine's "
+                                "bridge, for Dockerfiles that download)")
+    return mode
+
+
 class DockerBackend:
     """Sandboxes as Docker containers."""
 
@@ -251,6 +266,10 @@ class DockerBackend:
                 decode=True,
                 labels=labels,
                 timeout=max(1, int(deadline - time.monotonic()) + 5),
+                # A contributed Dockerfile's RUN steps get no network unless the operator
+                # allows it; the classic builder adds no capability beyond the engine's
+                # defaults, and no entitlement (network.host, security.insecure) is asked.
+                network_mode=build_network_mode(),
             )
             for chunk in stream:
                 if "stream" in chunk:
