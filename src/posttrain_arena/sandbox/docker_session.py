@@ -39,7 +39,7 @@ from posttrain_arena.sandbox.base import (
     TransferBounds,
     TransferLimit,
 )
-from posttrain_arena.sandbox.localfs import Budget, copy_tree, sessions_dir
+from posttrain_arena.sandbox.localfs import Budget, copy_tree, remove_tree, sessions_dir
 from posttrain_arena.sandbox.process import OutputCapture
 from posttrain_arena.spec.trust import DEFAULT_PATH
 
@@ -99,7 +99,7 @@ class OutputDir:
         return cls(target, root)
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root)  # what the verifier wrote: any depth
 
 
 class DockerSession:
@@ -345,8 +345,10 @@ class DockerSession:
 
     def copy_out(self, src: str, dest: Path, *, bounds: TransferBounds | None = None) -> None:
         """Copy a container path to `dest` on the host (the copy's own path). Links are
-        copied as links, never followed. With `bounds`, the engine's archive is read as
-        a stream and abandoned at the first bound passed (TransferLimit)."""
+        copied as links, never followed: `src` itself a link (the engine's archive would
+        follow it) becomes a link to where the engine resolves it, nothing under it is
+        read. With `bounds`, the engine's archive is read as a stream and abandoned at
+        the first bound passed (TransferLimit)."""
         import docker.errors
 
         src = posixpath.normpath(posixpath.join(self.image.workdir, src))
@@ -362,11 +364,20 @@ class DockerSession:
             raise MissingPath(f"copy_out: {src} does not exist in session {self.id}") from exc
         except docker.errors.APIError as exc:
             raise SandboxError(f"copy_out {src}: {exc}") from exc
+        link = _stat.get("linkTarget") if isinstance(_stat, dict) else None
+        if link:  # the engine's archive would follow it: the link itself is the copy
+            with contextlib.suppress(Exception):
+                chunks.close()
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if dest.is_symlink() or dest.exists():
+                raise SandboxError(f"copy_out {src}: {dest} exists")
+            os.symlink(link, dest)
+            return
         budget = Budget(bounds, src) if bounds is not None else None
 
         def admit(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
             if budget is not None:  # counted before the entry lands on the host
-                budget.add(member.size if member.isreg() else 0)
+                budget.add(member.size if member.isreg() else 0, member.name)
             return tarfile.tar_filter(member, path)
 
         dest.parent.mkdir(parents=True, exist_ok=True)

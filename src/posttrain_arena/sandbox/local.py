@@ -18,7 +18,6 @@ import os
 import pwd
 import queue
 import shlex
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -46,6 +45,7 @@ from posttrain_arena.sandbox.localfs import (
     SandboxFS,
     copy_tree,
     normalize,
+    remove_tree,
     sessions_dir,
 )
 
@@ -73,7 +73,7 @@ def discard(directory: Path) -> None:
     try:
         directory.rename(trash)
     except OSError:
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_tree(directory)
         return
     _trash.put(trash)
     with _trash_guard:
@@ -84,7 +84,7 @@ def discard(directory: Path) -> None:
 
 def _empty_trash() -> None:
     while True:
-        shutil.rmtree(_trash.get(), ignore_errors=True)
+        remove_tree(_trash.get())
 
 
 def _uid_of(user: str | None) -> int | None:
@@ -366,7 +366,7 @@ def _remove_quietly(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
 
 
 class LocalBackend:
@@ -456,5 +456,5 @@ class LocalBackend:
                 base_fs=src / "fs",
             )
         except (OSError, subprocess.CalledProcessError) as exc:
-            shutil.rmtree(state, ignore_errors=True)
+            remove_tree(state)
             raise SandboxError(f"cannot start a local session from {image.tag}: {exc}") from exc

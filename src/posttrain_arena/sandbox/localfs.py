@@ -11,6 +11,7 @@ and copies trees without following links.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import posixpath
@@ -190,8 +191,19 @@ class SandboxFS:
         return host
 
 
+MAX_COPY_DEPTH = 256
+"""Directory levels a bounded copy out brings to the host, at most."""
+
+MAX_COPY_PATH = 3072
+"""Bytes of a path (relative to the copy's root) a bounded copy out brings, at most:
+with the host directory in front it stays under PATH_MAX, and every walk of the copy
+on the host stays far from Python's recursion limit."""
+
+
 class Budget:
-    """Counts a copy against its TransferBounds; TransferLimit once one is passed."""
+    """Counts a copy against its TransferBounds; TransferLimit once one is passed. Every
+    bounded copy is also bounded in depth and path length (MAX_COPY_DEPTH,
+    MAX_COPY_PATH), checked before an entry lands on the host."""
 
     def __init__(self, bounds: TransferBounds | None, what: str) -> None:
         self.bounds = bounds or TransferBounds()
@@ -199,11 +211,17 @@ class Budget:
         self.entries = 0
         self.bytes = 0
 
-    def add(self, size: int = 0) -> None:
-        """Count one entry of `size` bytes (checks the deadline every 256 entries)."""
+    def add(self, size: int = 0, name: str | bytes = "") -> None:
+        """Count one entry of `size` bytes at `name` (its path relative to the copy's
+        root); checks the deadline every 256 entries."""
         b = self.bounds
         self.entries += 1
         self.bytes += size
+        raw = name if isinstance(name, bytes) else name.encode("utf-8", "surrogateescape")
+        if raw.count(b"/") >= MAX_COPY_DEPTH:
+            raise TransferLimit(f"{self.what} is more than {MAX_COPY_DEPTH} directories deep")
+        if len(raw) > MAX_COPY_PATH:
+            raise TransferLimit(f"{self.what} holds a path longer than {MAX_COPY_PATH} bytes")
         if b.max_entries is not None and self.entries > b.max_entries:
             raise TransferLimit(f"{self.what} holds more than {b.max_entries} files and "
                                 "directories")
@@ -214,13 +232,14 @@ class Budget:
                                 f"({self.entries} entries copied)")
 
 
-def copy_tree(src: Path, dest: Path, budget: Budget | None = None) -> None:
+def copy_tree(src: Path, dest: Path, budget: Budget | None = None, _name: str = "") -> None:
     """Copy a file, link or directory from src to dest: links recreated as links (never
     followed), regular files and directories copied, devices/fifos/sockets skipped.
-    With a budget, every entry counts against it (TransferLimit when passed)."""
+    With a budget, every entry counts against it (TransferLimit when passed; its depth
+    bound is what keeps this recursion short)."""
     st = os.lstat(src)
     if budget is not None:
-        budget.add(st.st_size if stat.S_ISREG(st.st_mode) else 0)
+        budget.add(st.st_size if stat.S_ISREG(st.st_mode) else 0, _name)
     if stat.S_ISLNK(st.st_mode):
         _replace_with_link(dest, os.readlink(src))
     elif stat.S_ISDIR(st.st_mode):
@@ -229,7 +248,8 @@ def copy_tree(src: Path, dest: Path, budget: Budget | None = None) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         with os.scandir(src) as it:
             for entry in it:
-                copy_tree(Path(entry.path), dest / entry.name, budget)
+                copy_tree(Path(entry.path), dest / entry.name, budget,
+                          f"{_name}/{entry.name}" if _name else entry.name)
         shutil.copystat(src, dest, follow_symlinks=False)
     elif stat.S_ISREG(st.st_mode):
         if dest.is_symlink() or dest.is_dir():
@@ -245,8 +265,58 @@ def _replace_with_link(dest: Path, target: str) -> None:
     os.symlink(target, dest)
 
 
+def remove_tree(path: Path | str) -> None:
+    """Remove a directory tree of any depth and path length that a sandbox wrote (or a
+    file or link: removed, never followed), quietly. Iterative and relative to one open
+    directory: every subdirectory's entries are moved up into the top directory before
+    it is removed, so no path grows and no recursion is needed (shutil.rmtree recursed
+    past Python's limit on a tree 1,000 levels deep and left it on the host)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        top = os.open(path, flags)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return
+    moved = 0
+    try:
+        while names := os.listdir(top):
+            for name in names:
+                try:
+                    os.unlink(name, dir_fd=top)
+                    continue
+                except OSError:
+                    pass
+                with contextlib.suppress(OSError):
+                    os.chmod(name, 0o700, dir_fd=top, follow_symlinks=False)
+                try:
+                    sub = os.open(name, flags, dir_fd=top)
+                except OSError:
+                    return  # neither a file nor a directory we may open: give up quietly
+                try:
+                    for child in os.listdir(sub):
+                        while True:
+                            moved += 1
+                            up = f".arena-rm-{moved}"
+                            try:
+                                os.lstat(up, dir_fd=top)
+                            except FileNotFoundError:
+                                break
+                        os.rename(child, up, src_dir_fd=sub, dst_dir_fd=top)
+                finally:
+                    os.close(sub)
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=top)
+    except OSError:
+        return
+    finally:
+        os.close(top)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        remove_tree(path)
     else:
         path.unlink()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posttrain_arena.sandbox.base import PrerequisiteError
+from posttrain_arena.sandbox.localfs import remove_tree
 
 LABEL = "posttrain-arena"
 
@@ -103,7 +104,7 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
                 os.unlink(d.with_name(d.name + ".unlinked"))
     for d in sessions_dir().iterdir():
         if d.name.startswith(TRASH_PREFIX) and now - d.stat().st_mtime > 60:
-            shutil.rmtree(d, ignore_errors=True)  # a process ended before emptying its trash
+            remove_tree(d)  # a process ended before emptying its trash
             continue
         if not d.name.startswith((SESSION_PREFIX, OUTPUT_PREFIX)) or not d.is_dir():
             continue  # (a docker session's host output directory has an owner file too)
@@ -117,7 +118,7 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
             continue  # being created right now
         owner_gone = pid > 0 and namespace == pid_namespace() and not _pid_alive(pid)
         if owner_gone or now - born > max_age_sec or pid < 0:
-            shutil.rmtree(d, ignore_errors=True)
+            remove_tree(d)
             removed.append(d.name)
     live = {d.name for d in sessions_dir().iterdir() if d.name.startswith(SESSION_PREFIX)}
     return removed, reap_stale(max_age_sec, live)

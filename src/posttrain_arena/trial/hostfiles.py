@@ -26,7 +26,9 @@ class NotRegular(OSError):
 def write_file(path: Path, data: str | bytes, *, mode: int = 0o644) -> None:
     """Replace `path` with `data` (a file of permission bits `mode`) without following
     any link at `path` (see module)."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    # surrogateescape: a name that is not UTF-8 (a dropped link, a file left out) is
+    # written as the bytes it was, never an error where the record is written
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:

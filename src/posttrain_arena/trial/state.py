@@ -195,23 +195,19 @@ def _add(tar: tarfile.TarFile, path: str, name: str) -> None:
 
 
 def _count(root: Path) -> tuple[int, int]:
-    """(entries, KiB of file data) under a host copy."""
-    entries, total = 1, 0
-    for dirpath, dirs, files in os.walk(root):
-        entries += len(dirs) + len(files)
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_size
+    """(entries, KiB of file data) under a host copy, never through a link (a root that
+    is itself a link counts as one entry: the host's / is never walked)."""
+    entries, total = 0, 0
+    for path, _name in _entries(root, ""):
+        entries += 1
+        with contextlib.suppress(OSError):
+            info = os.lstat(path)
+            total += info.st_size if stat.S_ISREG(info.st_mode) else 0
     return entries, total // 1024
 
 
 def _kbytes(root: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-    return total // 1024
+    return _count(root)[1]
 
 
 def _inside(path: str, roots: list[str]) -> bool:
