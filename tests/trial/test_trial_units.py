@@ -109,9 +109,9 @@ def test_commands_never_go_through_a_login_shell() -> None:
                                 isolate_site=shared)
             assert "-lc" not in cmd.argv and "PYTHONPATH" not in cmd.env
             assert cmd.env["BENCHFLOW_SKIP_VERIFIER_DEPS"] == "1"
-            if shared:
+            if shared:  # pinned, then the harness's own bin/ (uvx, uv: trial/toolchain.py)
                 assert cmd.env["PATH"] == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:" \
-                    "/sbin:/bin"
+                    "/sbin:/bin:/h/bin"
     py = build_command(VerifierKind.VERIFIER_PY, verifier_dir="/v", harness_dir="/h",
                        workdir="/root", isolate_site=True)
     assert py.argv[:4] == ["python3", "-I", "-B", "-S"]

@@ -9,6 +9,8 @@ verifier session, next to two launchers:
   directory ignored, and no cache written;
 * `run_python.py`: runs a script the same way the interpreter would, but (with `-S`)
   adds the image's site-packages without executing .pth files or sitecustomize;
+* `bin/uvx`, `bin/uv`: what Terminal-Bench verifiers download at verification time,
+  served offline (trial/toolchain.py says what is served and what is refused);
 * `supervise`: the verifier's top process (trial/supervise.c), a static program the
   harness compiles from its own source with the host's C compiler (`cc -static`), so
   that verification asks the task's image for no interpreter, shell or tar.
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from posttrain_arena import __version__
 from posttrain_arena.paths import cache_home
+from posttrain_arena.trial.toolchain import SHIM, SHIM_NAMES
 
 HARNESS_DIR = "/opt/arena-harness"
 """Where the bundle lives inside a verifier session (fresh mode)."""
@@ -119,7 +122,7 @@ _built: Path | None = None
 
 def _bundle_key() -> str:
     h = hashlib.sha256(__version__.encode())
-    for text in (RUN_PYTEST, RUN_PYTHON, PYTEST_LAUNCHER, _plugin_path().read_text(),
+    for text in (RUN_PYTEST, RUN_PYTHON, PYTEST_LAUNCHER, SHIM, _plugin_path().read_text(),
                  _supervisor_path().read_text(), " ".join(CC_FLAGS)):
         h.update(text.encode())
     for name in _PACKAGES:
@@ -201,6 +204,10 @@ def _fill(dest: Path) -> None:
     launcher = dest / "pytest"
     launcher.write_text(PYTEST_LAUNCHER)
     compile_supervisor(dest / SUPERVISOR)
-    programs = (launcher, dest / SUPERVISOR)
+    (dest / "bin").mkdir()
+    shims = [dest / "bin" / name for name in SHIM_NAMES]
+    for shim in shims:
+        shim.write_text(SHIM)
+    programs = (launcher, dest / SUPERVISOR, *shims)
     for path in [dest, *dest.rglob("*")]:
         path.chmod(0o755 if path.is_dir() or path in programs else 0o644)

@@ -111,6 +111,8 @@ def build_command(
     env.setdefault("PATH", DEFAULT_PATH)
     if base_env is None:
         env["PATH"] = DEFAULT_PATH
+    # last: the image's own programs win; the harness's uvx/uv serve what verifiers fetch
+    env["PATH"] += f":{harness_dir}/bin"
     env.setdefault("HOME", "/root")
     env.setdefault("LANG", "C.UTF-8")
     ctrf = f"{logs_dir}/ctrf.json"
