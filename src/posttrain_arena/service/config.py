@@ -52,8 +52,9 @@ class Settings(BaseSettings):
     )
     runs_per_family: int = Field(
         default=0, ge=0,
-        description="Most runs (canceled ones aside) of one collection family on one "
-        "challenge; a family is a collection and its near-duplicates (0: no limit)",
+        description="Most runs (queued, running or scored: those that can show a score) of "
+        "one collection family on one challenge; a family is a collection and its "
+        "near-duplicates (0: no limit)",
     )
     external_allowlist: list[str] = Field(
         default_factory=list,

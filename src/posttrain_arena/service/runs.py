@@ -111,8 +111,10 @@ def _run_count(session: Session, ch: Challenge, col: Collection,
     if limit <= 0:
         return PreflightCheck(name="run_count", status=CheckStatus.SKIP,
                               reason="the server sets no limit on runs per collection")
+    # Runs that can reveal a score count: active and scored ones (not a canceled run,
+    # nor one that failed, which shows no score and may have failed on the organizers' side).
     n = session.scalar(_same_family(select(func.count(Run.id)), ch, col).where(
-        Run.state != RunState.CANCELED.value)) or 0
+        Run.state.in_((*ACTIVE_STATES, RunState.SCORED.value)))) or 0
     return _check("run_count", n < limit,
                   f"{n} of {limit} runs of this collection's family on this challenge"
                   if n < limit else f"this collection's family already had {n} runs on "

@@ -62,6 +62,9 @@ _A = _rng.integers(1, 2**63, PERMUTATIONS, dtype=np.uint64) | np.uint64(1)
 _B = _rng.integers(0, 2**63, PERMUTATIONS, dtype=np.uint64)
 _MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
                  0x27D4EB2F165667C5][:SHINGLE], dtype=np.uint64)
+#: one query for the largest collection (200 packages x BANDS keys), within SQLite's
+#: bound on parameters
+_KEYS_PER_QUERY = 4000
 _PG_LOCK = 724_312  # advisory lock: registrations are compared one at a time
 
 
@@ -166,10 +169,10 @@ def find_match(session: Session, prints: list[PackagePrintData]) -> Match | None
         return None
     keys = sorted({k for p in prints for k in p.bands()})
     hits: dict[int, int] = {}
-    for start in range(0, len(keys), 2000):
+    for start in range(0, len(keys), _KEYS_PER_QUERY):
         rows = session.execute(
             select(PackageBand.collection_id, func.count())
-            .where(PackageBand.band.in_(keys[start:start + 2000]))
+            .where(PackageBand.band.in_(keys[start:start + _KEYS_PER_QUERY]))
             .group_by(PackageBand.collection_id))
         for cid, n in rows:
             hits[cid] = hits.get(cid, 0) + n
