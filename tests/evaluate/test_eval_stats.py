@@ -14,8 +14,10 @@ from posttrain_arena.evaluate.report import EvalReport, build_report
 from posttrain_arena.evaluate.stats import (
     SuiteMismatch,
     compare,
+    pair_trials,
     paired_estimate,
     runs_interval,
+    trial_noise,
 )
 from posttrain_arena.trial.result import Outcome, TrialResult
 
@@ -166,7 +168,14 @@ def test_compare_names_the_method_and_the_detectable_effect() -> None:
     # At 80% power and 5% two-sided: (t(0.975) + t(0.8)) standard errors.
     from scipy.stats import t
 
-    assert c.detectable_pp == pytest.approx((t.ppf(0.975, c.df) + t.ppf(0.8, c.df)) * c.se_pp)
+    # At least what k = 2 trials per task cannot resolve (the binomial floor).
+    floor = 100 * trial_noise(pair_trials(before, after))
+    assert c.detectable_pp == pytest.approx((t.ppf(0.975, c.df) + t.ppf(0.8, c.df))
+                                            * max(c.se_pp, floor))
+    # Nothing varied (every trial failed in both): that is not a design that detects all.
+    flat = _report([[False, False]] * 24)
+    nothing = compare(flat, flat)
+    assert nothing.se_pp == 0 and nothing.detectable_pp > 1
 
 
 def test_runs_interval_combines_seed_and_task_variance() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from posttrain_arena.agents.model import initial_messages
+from posttrain_arena.evaluate.report import EvalReport
 from posttrain_arena.train.pipeline import run_recipe
 from posttrain_arena.train.recipe import parse_recipe
 from posttrain_arena.train.sources import taskset_hash
@@ -121,7 +122,13 @@ def test_pipeline_scores_and_resumes(tiny_model: Path, tmp_path: Path,
     assert score.grpo_change.delta_pp == pytest.approx(
         100 * (score.final.pass_rate - score.after_sft.pass_rate))
     assert score.grpo_change.paired_tasks == len(HELD)
-    assert "bootstrap" in score.change.method and score.change.clusters == len(HELD)
+    assert "strata" in score.change.method and score.change.clusters == len(HELD)
+    # Coverage of every evaluation: each held-out task's k = 1 trial, all scored.
+    for arm in ("base", "after_sft", "final"):
+        assert (score.coverage[arm].attempted, score.coverage[arm].scored) == (len(HELD),
+                                                                              len(HELD))
+    assert score.change.paired_trials == len(HELD) and score.change.dropped_trials == 0
+    assert score.change.detectable_pp > 0 and score.change.verdict
     prov = score.provenance
     assert prov is not None and prov.suite_sealed and prov.recipe_hash == recipe.recipe_hash()
     assert prov.model_content_hash and prov.collection_hash.startswith("sha256:")
@@ -141,3 +148,20 @@ def test_pipeline_scores_and_resumes(tiny_model: Path, tmp_path: Path,
     assert traj["messages"][4]["tool_calls"][0]["function"]["name"] == "submit"
     on_disk = json.loads((run_dir / "score.json").read_text())
     assert on_disk["change"]["delta_pp"] == score.change.delta_pp
+
+    # The final evaluation's trials lost to the harness: the run scores nothing, it says
+    # "incomplete" with the counts (this was change 0.0 [0.0, 0.0], p = 1).
+    final_eval = run_dir / "stages" / "final" / "eval.json"
+    report = EvalReport.load(final_eval)
+    report.model_copy(update={"trials": [
+        t.model_copy(update={"outcome": "infra_error", "reason": "sandbox did not start"})
+        for t in report.trials]}).save(final_eval)
+    shutil.rmtree(run_dir / "stages" / "score")
+    again = run_recipe(recipe, run_dir=run_dir, progress=_events()[1])
+    assert again.status == "incomplete"
+    assert again.change is None and again.final is None and again.base is None
+    assert (again.coverage["final"].scored, again.coverage["final"].lost) == (0, len(HELD))
+    assert again.coverage["final"].lost_by_cause == {"harness": len(HELD)}
+    assert again.coverage["base"].scored == len(HELD)
+    assert any(line.startswith(f"final: 0 of {len(HELD)} trials scored")
+               for line in again.incomplete)

@@ -111,15 +111,17 @@ class Estimate(BaseModel):
         half = _t_quantile(1 - (1 - confidence) / 2, self.df) * self.se
         return max(-1.0, self.change - half), min(1.0, self.change + half)
 
-    def detectable(self, power: float = 0.8, confidence: float = 0.95) -> float:
+    def detectable(self, power: float = 0.8, confidence: float = 0.95,
+                   floor_se: float = 0.0) -> float:
         """The minimum detectable effect: the smallest true change this design (suite,
         k, clustering, and the spread it showed) finds at `power` with a two-sided test
-        at 1 - `confidence`: (t(1 - alpha/2) + t(power)) x se, on df. 1.0 (everything)
-        when there is no estimate of spread."""
+        at 1 - `confidence`: (t(1 - alpha/2) + t(power)) x se, on df, with se at least
+        `floor_se` (what k trials per task cannot resolve even when nothing varied in
+        this sample). 1.0 (everything) when there is no estimate of spread."""
         if math.isinf(self.se):
             return 1.0
         return min(1.0, (_t_quantile(1 - (1 - confidence) / 2, self.df)
-                         + _t_quantile(power, self.df)) * self.se)
+                         + _t_quantile(power, self.df)) * max(self.se, floor_se))
 
     def p_value(self) -> float:
         """Two-sided p-value of no change: 1 with no change or no estimate of spread,
@@ -189,7 +191,8 @@ def compare(before: EvalReport, after: EvalReport, *, clusters: Mapping[str, str
         before_rate=_mean([c.before for c in changes]),
         after_rate=_mean([c.after for c in changes]),
         change_pp=100 * estimate.change, se_pp=100 * estimate.se, df=estimate.df,
-        detectable_pp=100 * estimate.detectable(DETECTION_POWER, confidence),
+        detectable_pp=100 * estimate.detectable(DETECTION_POWER, confidence,
+                                                trial_noise(kept)),
         ci_low_pp=100 * low, ci_high_pp=100 * high, confidence=confidence,
         clusters=len(set(groups)),
         method="paired, trials matched by task and seed; clusters as strata: change ± "
@@ -217,6 +220,20 @@ class PairedTask(BaseModel):
     before: float = Field(description="Pass rate over those seeds, before")
     after: float = Field(description="Pass rate over those seeds, after")
     dropped: int = Field(description="Counted trials of either arm whose partner did not count")
+
+
+def trial_noise(paired: list[PairedTask]) -> float:
+    """Standard error of the mean task difference that trial sampling alone gives, at
+    the pooled pass rate (Jeffreys: 0 of n is not a rate of 0): the floor under the
+    detectable effect, so that a sample in which nothing happened to vary does not
+    claim to detect every change."""
+    if not paired:
+        return 0.0
+    trials = sum(len(p.seeds) for p in paired)
+    passes = sum((p.before + p.after) * len(p.seeds) for p in paired)
+    rate = (passes + 0.5) / (2 * trials + 1)
+    var = sum(rate * (1 - rate) * 2 / len(p.seeds) for p in paired)
+    return math.sqrt(var) / len(paired)
 
 
 def pair_trials(before: EvalReport, after: EvalReport) -> list[PairedTask]:

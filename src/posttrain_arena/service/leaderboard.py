@@ -7,9 +7,12 @@ counts, whichever registration of the tree it ran under.
 The interval is the run's own paired 95% interval when a collection has one accepted run;
 over several it combines the runs' task-sampling width with their seed spread
 (`evaluate.stats.runs_interval`), so it never collapses when reruns agree. Rejected
-results stay visible, unranked. Aggregation happens in SQL (sum and sum of squares), so the cost is
-one grouped query however many runs there are. The API serves it through the read
-cache (readcache.py), which recomputes it only after the data changed.
+results stay visible, unranked. Ranks order by mean, but a rank is not a difference:
+entries are grouped into tiers, each holding the entries whose intervals overlap its
+first (best) entry's, so collections the board cannot tell apart share a tier.
+Aggregation happens in SQL (sum and sum of squares), so the cost is one grouped query
+however many runs there are. The API serves it through the read cache (readcache.py),
+which recomputes it only after the data changed.
 """
 
 from __future__ import annotations
@@ -38,6 +41,24 @@ def leaderboard(session: Session, challenge: str, limit: int | None = None,
     end = None if limit is None else offset + limit
     board.ranked = board.ranked[offset:end]
     return board
+
+
+def assign_tiers(entries: list[LeaderboardEntry]) -> None:
+    """Tiers over entries sorted best first: an entry whose interval overlaps the current
+    tier's first entry's joins that tier; one clear of it (or without an interval, when
+    the tier's first has one) starts the next."""
+    head: LeaderboardEntry | None = None
+    tier = 0
+    for e in entries:
+        if head is None or not _overlap(head, e):
+            head, tier = e, tier + 1
+        e.tier = tier
+
+
+def _overlap(a: LeaderboardEntry, b: LeaderboardEntry) -> bool:
+    if a.ci_low is None or a.ci_high is None or b.ci_low is None or b.ci_high is None:
+        return False
+    return a.ci_low <= b.ci_high and b.ci_low <= a.ci_high
 
 
 def first_registrations(session: Session, hashes: list[str]) -> dict[str, tuple[int, str]]:
@@ -84,6 +105,7 @@ def _compute(session: Session, ch: Challenge) -> Leaderboard:
     entries.sort(key=lambda e: (-e.mean_change_pp, -e.n, e.collection_id))
     for i, e in enumerate(entries, 1):
         e.rank = i
+    assign_tiers(entries)
     rejected = [
         RejectedEntry(result_id=rid, run_id=run_id, collection_id=col_id,
                       collection_name=name, change_pp=change, note=note)

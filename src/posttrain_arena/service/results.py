@@ -31,6 +31,11 @@ class ScoreSummary(BaseModel):
     ci_high: float | None = Field(default=None, description="Paired 95% interval, high (pp)")
     per_domain: dict[str, Any] = Field(default_factory=dict, description="Per-domain rates")
     n_tasks: int = Field(description="Held-out tasks that were scored")
+    n_trials: int | None = Field(default=None, description="Trials paired in the change "
+                                 "(scored in both evaluations), when the score says")
+    trials_attempted: int | None = Field(default=None, description="Trials the final "
+                                         "evaluation set out to run (tasks x k)")
+    samples_per_task: int | None = Field(default=None, description="k")
     suite_hash: str | None = Field(default=None, description="Hash of the suite evaluated")
     cost: float | None = Field(default=None, description="Compute used, if the pipeline knows")
 
@@ -49,6 +54,9 @@ def summarize_score(data: dict[str, Any]) -> ScoreSummary:
     """The aggregate fields of a score.json (the pipeline's `train.score.Score`, or a flat
     form with the ScoreSummary field names). Per-task data is dropped: the suite is sealed.
     """
+    if data.get("status") == "incomplete":
+        raise Conflict("the run is incomplete (its evaluations lost too many trials): "
+                       + "; ".join(str(x) for x in data.get("incomplete") or []))
     base = _first(data, "base_pass_rate", "base.pass_rate")
     final = _first(data, "final_pass_rate", "final.pass_rate")
     if not isinstance(base, int | float) or not isinstance(final, int | float):
@@ -70,6 +78,9 @@ def summarize_score(data: dict[str, Any]) -> ScoreSummary:
         ci_low=lo, ci_high=hi, per_domain=per_domain, n_tasks=int(n or 0),
         suite_hash=_first(data, "suite_hash", "provenance.suite_hash"),
         cost=_first(data, "cost"),
+        n_trials=_first(data, "n_trials", "change.paired_trials"),
+        trials_attempted=_first(data, "trials_attempted", "coverage.final.attempted"),
+        samples_per_task=_first(data, "samples_per_task", "final.samples_per_task"),
     )
 
 
@@ -91,6 +102,13 @@ def record_result(session: Session, run: Run) -> Result:
     ch = session.get(Challenge, run.challenge_id)
     assert ch is not None and run.score is not None
     s = summarize_score(run.score)
+    if s.trials_attempted is not None and s.samples_per_task:
+        # Trials, not tasks: a task with one trial of k left still "covers" it. How many
+        # may be lost is the recipe's completeness; an incomplete score is refused above.
+        expected = ch.suite_size * s.samples_per_task
+        if s.trials_attempted != expected:
+            raise Conflict(f"run {run.id} ran {s.trials_attempted} trials; the suite's "
+                           f"{ch.suite_size} tasks x k={s.samples_per_task} are {expected}")
     if s.n_tasks != ch.suite_size:
         raise Conflict(f"run {run.id} scored {s.n_tasks} of the suite's {ch.suite_size} "
                        "tasks; a result must cover the whole held-out suite")

@@ -323,6 +323,9 @@ class LeaderboardEntry(BaseModel):
     n: int = Field(description="Accepted runs")
     ci_low: float | None = Field(description="95% interval of the mean, low")
     ci_high: float | None = Field(description="95% interval of the mean, high")
+    tier: int | None = Field(default=None, description="1 = top; entries whose intervals "
+                             "overlap the tier's first entry share its tier (not "
+                             "distinguishable from it)")
 
 
 class RejectedEntry(BaseModel):

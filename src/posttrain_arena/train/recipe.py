@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from posttrain_arena.evaluate.coverage import Completeness
 from posttrain_arena.gates.evidence import GateName
 from posttrain_arena.gates.policy import GatePolicy
 
@@ -114,6 +115,11 @@ class EvalSection(_Section):
             "hash differs. Required for scored runs"
         ),
     )
+    completeness: Completeness = Field(
+        default_factory=Completeness,
+        description="How much of each evaluation (baseline, after SFT, final) must be scored "
+        "for the run to compute a score, overall and per task; short of it the run is "
+        "'incomplete' and states the counts instead of a number")
 
     @model_validator(mode="after")
     def _sealed(self) -> EvalSection:

@@ -1,10 +1,15 @@
 """score.json: what a run changed on the held-out suite, and everything needed to trust it.
 
 The change and its statistics come from `evaluate.stats.compare` on the baseline and
-final EvalReports: final minus base mean task pass rate in percentage points, over tasks
-scored in both (tasks lost to infrastructure in either are left out and listed), with a
-seeded paired bootstrap 95% interval that resamples the suite's clusters and the
-matching cluster t-test; `method` and `test` say which, `clusters` how many.
+final EvalReports: final minus base mean task pass rate in percentage points, over the
+trials scored in both (a trial lost in either arm drops its partner; both are counted),
+with the paired 95% interval, the p-value and the minimum detectable effect of one
+estimate; `method` and `test` say which. A change smaller than the detectable effect is
+"not distinguishable from 0".
+
+Every evaluation's coverage (trials attempted, scored, lost by cause, per task) is kept.
+When an arm falls short of the recipe's completeness (`[eval.completeness]`) the status
+is "incomplete": the counts and what fell short, and no pass rate and no change.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from posttrain_arena.evaluate.coverage import Coverage
 from posttrain_arena.evaluate.report import EvalReport
 from posttrain_arena.evaluate.stats import Comparison, DomainChange, TaskChange
 from posttrain_arena.train.leakage import Exclusion
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+NOT_DISTINGUISHABLE = "not distinguishable from 0"
 
 
 class PassRates(BaseModel):
@@ -40,9 +47,19 @@ class Change(BaseModel):
     clusters: int = Field(default=0, description="Clusters the bootstrap resampled")
     p_value: float = Field(description="Two-sided p-value of no change")
     test: str = Field(description="Which test gave the p-value")
-    paired_tasks: int = Field(description="Tasks scored in both evaluations")
+    paired_tasks: int = Field(description="Tasks with a trial scored in both evaluations")
     dropped_tasks: list[str] = Field(default_factory=list,
-                                     description="Tasks left out (unscored in one evaluation)")
+                                     description="Tasks left out (no seed scored in both)")
+    paired_trials: int = Field(default=0, description="Trials scored in both (per arm)")
+    dropped_trials: int = Field(default=0, description="Scored trials left out because "
+                                "their partner in the other evaluation was lost")
+    base_rate: float = Field(default=0.0, description="Base pass rate over the paired trials")
+    final_rate: float = Field(default=0.0, description="Final pass rate over the paired trials")
+    detectable_pp: float = Field(default=100.0, description="Minimum detectable effect at "
+                                 "80% power for this suite, k and clustering (pp)")
+    verdict: str = Field(default=NOT_DISTINGUISHABLE, description="'improved', 'regressed', "
+                         "or 'not distinguishable from 0' (the interval holds 0, or the "
+                         "change is smaller than the detectable effect)")
 
 
 class GateExclusion(BaseModel):
@@ -78,7 +95,13 @@ class Score(BaseModel):
     """The content of score.json."""
 
     schema_version: int = SCHEMA_VERSION
-    status: str = Field(description="'scored', or 'dry-run' (nothing ran)")
+    status: str = Field(description="'scored'; 'incomplete' (an evaluation lost too many "
+                        "trials: counts, no number); or 'dry-run' (nothing ran)")
+    coverage: dict[str, Coverage] = Field(
+        default_factory=dict, description="Per evaluation (base, after_sft, final): trials "
+        "attempted, scored and lost, overall and per task")
+    incomplete: list[str] = Field(default_factory=list, description="What fell short of "
+                                  "the recipe's completeness, when the status is incomplete")
     run_dir: str = Field(description="Where the run's files are")
     base: PassRates | None = None
     final: PassRates | None = None
@@ -122,5 +145,16 @@ def change_of(cmp: Comparison) -> Change:
     """The headline change from a paired comparison."""
     return Change(delta_pp=cmp.change_pp, ci95_low_pp=cmp.ci_low_pp, ci95_high_pp=cmp.ci_high_pp,
                   method=cmp.method, clusters=cmp.clusters, p_value=cmp.p_value, test=cmp.test,
-                  paired_tasks=cmp.tasks, dropped_tasks=cmp.excluded)
+                  paired_tasks=cmp.tasks, dropped_tasks=cmp.excluded,
+                  paired_trials=cmp.paired_trials, dropped_trials=cmp.dropped_trials,
+                  base_rate=cmp.before_rate, final_rate=cmp.after_rate,
+                  detectable_pp=cmp.detectable_pp, verdict=verdict(cmp))
+
+
+def verdict(cmp: Comparison) -> str:
+    """What the change says: a direction only when the interval excludes 0 and the
+    change is at least the smallest effect this design detects."""
+    if cmp.ci_low_pp <= 0 <= cmp.ci_high_pp or abs(cmp.change_pp) < cmp.detectable_pp:
+        return NOT_DISTINGUISHABLE
+    return "improved" if cmp.change_pp > 0 else "regressed"
 

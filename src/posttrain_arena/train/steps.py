@@ -379,19 +379,27 @@ class Steps:
 
     def score(self, ctx: StageContext) -> dict[str, Any]:
         from posttrain_arena import __version__
+        from posttrain_arena.evaluate.coverage import coverage_of
         from posttrain_arena.evaluate.stats import compare
         from posttrain_arena.evaluate.suite import suite_from_tasks
 
         base = EvalReport.load(ctx.output_of("baseline") / "eval.json")
         final = EvalReport.load(ctx.output_of("final") / "eval.json")
+        reports = {"base": base, "final": final}
+        sft_eval = ctx.output_of("after_sft") / "eval.json"
+        if sft_eval.is_file():  # the same suite and seeds, so the two pair trial by trial
+            reports["after_sft"] = EvalReport.load(sft_eval)
+        coverage = {arm: coverage_of(r) for arm, r in reports.items()}
+        need = self.r.eval.completeness
+        short = [f"{arm}: {line}" for arm, cov in coverage.items()
+                 for line in cov.shortfalls(need)]
         clusters = suite_from_tasks(self.taskset("suite").tasks).clusters()
         cmp = compare(base, final, clusters=clusters)
         after_sft, grpo_change = None, None
-        sft_eval = ctx.output_of("after_sft") / "eval.json"
-        if sft_eval.is_file():  # the same suite and seeds, so the two pair task by task
-            sft_report = EvalReport.load(sft_eval)
-            after_sft = score.pass_rates(sft_report)
-            grpo_change = score.change_of(compare(sft_report, final, clusters=clusters))
+        if "after_sft" in reports:
+            after_sft = score.pass_rates(reports["after_sft"])
+            grpo_change = score.change_of(compare(reports["after_sft"], final,
+                                                  clusters=clusters))
         snap = json.loads((ctx.output_of("snapshot") / "snapshot.json").read_text())
         leaks = json.loads((ctx.output_of("leakage") / "leakage.json").read_text())
         gated = json.loads((ctx.output_of("eligibility") / "eligibility.json").read_text())
@@ -405,16 +413,23 @@ class Steps:
             suite=snap["suite"]["location"], suite_commit=snap["suite"]["commit"],
             suite_hash=snap["suite"]["content_hash"], suite_sealed=snap["suite"]["sealed"],
             package_version=__version__,
-            seeds={"runtime": rt.seed, "bootstrap": rt.seed, "eval_first_seed": 0,
+            seeds={"runtime": rt.seed, "eval_first_seed": 0,
                    "eval_last_seed": rt.k - 1},
             sandbox_backend=self.executor.backend_name,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"))
         records = {n: rec for n, rec in ctx.upstream.items()}
+        complete = not short  # short of completeness: counts, and no number at all
         result = score.Score(
-            status="scored", run_dir=str(self.run_dir), base=score.pass_rates(base),
-            final=score.pass_rates(final), change=score.change_of(cmp), after_sft=after_sft,
-            grpo_change=grpo_change, per_domain=cmp.domains,
-            regressed_tasks=cmp.regressed_tasks, improved_tasks=cmp.improved,
+            status="scored" if complete else "incomplete", run_dir=str(self.run_dir),
+            coverage=coverage, incomplete=short,
+            base=score.pass_rates(base) if complete else None,
+            final=score.pass_rates(final) if complete else None,
+            change=score.change_of(cmp) if complete else None,
+            after_sft=after_sft if complete else None,
+            grpo_change=grpo_change if complete else None,
+            per_domain=cmp.domains if complete else [],
+            regressed_tasks=cmp.regressed_tasks if complete else [],
+            improved_tasks=cmp.improved if complete else 0,
             teacher=records["teacher"].summary,
             sft=records["sft"].summary, gate=records["gate"].summary,
             grpo=records["grpo"].summary,
