@@ -27,6 +27,15 @@ answered without the framework (service/fastreads.py); the unreported warm-up ru
 each process compute each read once, as it would once per change in production.
 
     .venv/bin/python benchmarks/bench_service.py [--seconds 10] [--concurrency 50]
+
+`--near-duplicates` measures instead what registering a collection adds to find the
+earlier collection it near-duplicates (service/similarity.py): the MinHash signatures of
+a 200-package collection (scaffolded packages with text of their own) and the lookup
+against 1,000 stored collections of 200 packages each (their band keys indexed; one
+stored collection is a near-copy, so a candidate is verified), beside the structural
+check that registration already runs on the same tree. Target: under 1 s.
+
+    .venv/bin/python benchmarks/bench_service.py --near-duplicates
 """
 
 from __future__ import annotations
@@ -270,6 +279,75 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def near_duplicates(url: str, stored: int, packages: int, rounds: int) -> None:
+    """Time a 200-package collection's signatures and lookup against `stored` collections."""
+    import numpy as np
+
+    from posttrain_arena.service import similarity
+    from posttrain_arena.service.auth import create_user
+    from posttrain_arena.service.checking import check_collection_dir
+    from posttrain_arena.service.models import Collection, PackageBand, PackagePrint
+    from posttrain_arena.spec.scaffold import new_task
+
+    root = Path(tempfile.mkdtemp(prefix="arena-bench-col-"))
+    (root / "envs").mkdir()
+    (root / "submission.yaml").write_text("team_name: bench\ncontact_email: b@example.org\n"
+                                          "track: environments\n")
+    rng = random.Random(11)
+    for i in range(packages):
+        new_task(f"task-{i}", "software-engineering", root / "envs")
+        words = " ".join(f"w{rng.randrange(100_000)}" for _ in range(800))
+        (root / "envs" / f"task-{i}" / "environment" / "notes.md").write_text(words)
+    db = open_database(Settings(data_dir=Path(tempfile.mkdtemp(prefix="arena-bench-data-")),
+                                database_url=url))
+    own = similarity.collection_prints(root, [f"task-{i}" for i in range(packages)])
+    nrng = np.random.default_rng(3)
+    t0 = time.perf_counter()
+    with db.write() as s:
+        owner, _token = create_user(s, "bench-owner", "participant")
+        s.execute(insert(Collection), [
+            {"name": f"c{i}", "owner_id": owner.id, "source_kind": "path",
+             "content_hash": f"h{i}", "storage_path": ""} for i in range(stored)])
+        ids = list(s.scalars(select(Collection.id).order_by(Collection.id)))
+        s.execute(update(Collection).values(family_id=Collection.id))
+        for n, cid in enumerate(ids):
+            if n == len(ids) // 2:  # a near-copy: every package's signature, a value changed
+                sigs = [[*p.signature[:-1], 0] for p in own]
+            else:
+                sigs = nrng.integers(0, 2**32, (packages, similarity.PERMUTATIONS)).tolist()
+            prints = [similarity.PackagePrintData(f"t{k}", tuple(sig))
+                      for k, sig in enumerate(sigs)]
+            s.execute(insert(PackagePrint), [{"collection_id": cid, "package": p.package,
+                                              "signature": list(p.signature)} for p in prints])
+            s.execute(insert(PackageBand), [{"collection_id": cid, "band": b}
+                                            for p in prints for b in p.bands()])
+    with db.engine.begin() as conn:  # as autovacuum would after such growth
+        conn.execute(text("ANALYZE"))
+    print(f"stored {stored} collections x {packages} packages "
+          f"({stored * packages * similarity.BANDS} band keys) in {time.perf_counter() - t0:.0f}s")
+    rows: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        t = time.perf_counter()
+        check_collection_dir(root)
+        rows.setdefault("baseline: structural check", []).append(time.perf_counter() - t)
+        t = time.perf_counter()
+        prints = similarity.collection_prints(root, [f"task-{i}" for i in range(packages)])
+        rows.setdefault("signatures", []).append(time.perf_counter() - t)
+        t = time.perf_counter()
+        with db.read() as s:
+            match = similarity.find_match(s, prints)
+        rows.setdefault("lookup", []).append(time.perf_counter() - t)
+        assert match is not None and match.share == 1.0, match
+    for name, values in rows.items():
+        print(f"  {name:<28} median {1000 * statistics.median(values):8.1f} ms "
+              f"(of {rounds})")
+    total = statistics.median(rows["signatures"]) + statistics.median(rows["lookup"])
+    print(f"near-duplicate check: {1000 * total:.0f} ms for {packages} packages against "
+          f"{stored} collections (target: under 1 s)")
+    db.dispose()
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=int, default=10, help="Load per endpoint (wrk)")
@@ -288,6 +366,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 2)),
                     help="uvicorn worker processes (default: half the cores, at most 4: wrk "
                     "and PostgreSQL need the others)")
+    ap.add_argument("--near-duplicates", action="store_true",
+                    help="Measure the near-duplicate check on registration instead")
+    ap.add_argument("--packages", type=int, default=200,
+                    help="Packages per collection (--near-duplicates)")
     args = ap.parse_args()
 
     base_url = os.environ.get("ARENA_BENCH_POSTGRES_URL") or os.environ.get(
@@ -303,6 +385,16 @@ def main() -> None:
     else:
         url = f"sqlite:///{tempfile.mkdtemp(prefix='arena-bench-')}/arena.db"
         backend = "sqlite (set ARENA_TEST_POSTGRES_URL for PostgreSQL)"
+    if args.near_duplicates:
+        print(f"backend: {backend}")
+        try:
+            near_duplicates(url, args.collections, args.packages, args.rounds)
+        finally:
+            if schema is not None:
+                with admin.connect() as conn:
+                    conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+                admin.dispose()
+        return
     rng = random.Random(7)
     t0 = time.perf_counter()
     seed(url, args.collections, args.runs, rng)
