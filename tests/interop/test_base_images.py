@@ -93,6 +93,26 @@ def test_docker_build_without_the_image_fails_fast_then_the_map_builds_it(
     assert (context / "Dockerfile").read_text().startswith(f"FROM {NEVER_PULLED}")
 
 
+@pytest.mark.docker
+def test_a_prebuilt_image_alone_is_used_or_named_with_the_fix(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from posttrain_arena.sandbox.docker import DockerBackend
+    from posttrain_arena.sandbox.imagemap import build_context
+    from posttrain_arena.spec.package import load_task
+
+    monkeypatch.setenv("ARENA_CACHE_DIR", str(tmp_path / "cache"))
+    task = load_task(write_tb2_task(tmp_path / "t", dockerfile=False))
+    context = build_context(task.environment_dir, task.prebuilt_image)
+    assert (context / "Dockerfile").read_text() == "FROM alexgshaw/t:20251031\n"
+    monkeypatch.setenv(IMAGE_MAP_ENV, str(tmp_path / "none.toml"))
+    (tmp_path / "none.toml").write_text("")
+    with pytest.raises(MissingBaseImage, match="alexgshaw/t:20251031"):
+        DockerBackend().build(context, timeout=60)
+    (tmp_path / "map.toml").write_text('"alexgshaw/t:20251031" = "debian:bookworm-slim"\n')
+    monkeypatch.setenv(IMAGE_MAP_ENV, str(tmp_path / "map.toml"))
+    assert DockerBackend().build(context, timeout=300).tag.startswith("arena-env:")
+
+
 _FAILING_TEST_SH = """\
 #!/bin/bash
 echo checking the sum

@@ -44,11 +44,15 @@ def test_tb2_docker_image_beside_a_dockerfile_builds_the_dockerfile(tmp_path: Pa
     assert task.frontmatter.environment.memory_mb == 2048  # "2G", Harbor's size string
 
 
-def test_tb2_docker_image_alone_is_refused_with_the_image_and_the_fix(tmp_path: Path) -> None:
+def test_tb2_docker_image_alone_runs_that_image(tmp_path: Path) -> None:
     report = check_task(write_tb2_task(tmp_path / "t", dockerfile=False))
-    [error] = [f for f in report.errors if f.code == "dockerfile"]
-    assert "alexgshaw/t:20251031" in error.message and "FROM alexgshaw/t:20251031" \
-        in error.message
+    assert report.ok, [f.render() for f in report.errors]
+    [warn] = [f for f in report.warnings if f.field == "environment.docker_image"]
+    assert "alexgshaw/t:20251031" in warn.message and "prebuilt" in warn.message
+    task = load_task(tmp_path / "t")
+    assert task.prebuilt_image == "alexgshaw/t:20251031"
+    # beside a Dockerfile the prebuilt name is not used
+    assert load_task(write_tb2_task(tmp_path / "d")).prebuilt_image is None
 
 
 def test_skillsbench_compose_of_one_main_service_is_a_warning(tmp_path: Path) -> None:

@@ -15,17 +15,23 @@ image is resolved here:
    Dockerfile line and every way forward. Without a registry the engine refuses the pull
    at once (no such host), so the user hears within a second, not after a build.
 
+A task with only a prebuilt image (Harbor's `docker_image`, no Dockerfile) is built
+from a one-line context, `FROM <image>` (`build_context`), so it goes through the same
+resolution: used where the engine has it, pulled where it can be, else the message.
+
 The local backend needs none of this: there the host's own system is the base.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
+from posttrain_arena.paths import cache_home
 from posttrain_arena.sandbox.base import BuildError
 from posttrain_arena.spec.dockerfile import LOCAL_BASE_IMAGES, base_images, parse_dockerfile
 
@@ -115,3 +121,19 @@ def missing_message(image: str, where: str, why: str) -> str:
         f"\"{LOCAL_BASE_IMAGES[1]}\"` in the image map ({map_file}; "
         "`arena task run --image-map FILE` names one for a run)\n" + bootstrap
     )
+
+
+def build_context(environment_dir: Path, prebuilt: str | None) -> Path:
+    """The folder to build a task's image from: its environment/, or for a task that
+    names only a prebuilt image, a cached folder whose Dockerfile is `FROM <image>`."""
+    if prebuilt is None:
+        return environment_dir
+    text = f"FROM {prebuilt}\n"
+    folder = cache_home() / "prebuilt" / hashlib.sha256(text.encode()).hexdigest()[:16]
+    dockerfile = folder / "Dockerfile"
+    if not dockerfile.is_file() or dockerfile.read_text() != text:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".Dockerfile.{os.getpid()}"
+        tmp.write_text(text)
+        tmp.replace(dockerfile)
+    return folder

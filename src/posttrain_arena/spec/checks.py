@@ -279,15 +279,17 @@ def _layout_findings(root: Path, inv: Inventory, oracle: str, step_oracles: bool
     if kinds.get(f"{oracle}/solve.sh") != "file" and not step_oracles:
         out.append(_f("error", "oracle", str(root / oracle), f"no {oracle}/solve.sh; add the "
                       "reference solution (it runs inside the task image)"))
-    if kinds.get("environment/Dockerfile") != "file":
+    image = frontmatter.environment.docker_image if frontmatter else None
+    if "environment/Dockerfile" not in kinds and image:
+        out.append(_f("warning", "base-image", str(root / "task.toml"), f"no "
+                      f"environment/Dockerfile: trials run in the prebuilt image {image} as "
+                      "it is, used where the engine has it or can pull it (else the run "
+                      "says how to load or map it); the local backend runs on the host's "
+                      "system and cannot honour it", field="environment.docker_image"))
+    elif kinds.get("environment/Dockerfile") != "file":
         what = "is not a regular file" if "environment/Dockerfile" in kinds else "is missing"
-        image = frontmatter.environment.docker_image if frontmatter else None
-        fix = (f"; task.toml names only the prebuilt image {image}, and trials here start "
-               f"from a Dockerfile: write environment/Dockerfile holding `FROM {image}` "
-               "(and `docker pull` or `docker load` that image on this machine)"
-               if image else "; the task image is built from it")
         out.append(_f("error", "dockerfile", str(root / "environment" / "Dockerfile"),
-                      f"environment/Dockerfile {what}{fix}"))
+                      f"environment/Dockerfile {what}; the task image is built from it"))
     return out
 
 

@@ -122,6 +122,13 @@ class TaskPackage(BaseModel):
     def dockerfile(self) -> Path:
         return self.environment_dir / "Dockerfile"
 
+    @property
+    def prebuilt_image(self) -> str | None:
+        """The image the task runs in as it is (Harbor's `docker_image`), when it has no
+        environment/Dockerfile to build; None when the Dockerfile is built."""
+        image = self.frontmatter.environment.docker_image
+        return image if image and not self.dockerfile.is_file() else None
+
 
 def read_task_md(path: Path, cached: bytes | None = None) -> str:
     """task.md's text; SpecError when missing, too large, binary or not UTF-8.

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from posttrain_arena.agents.base import Agent
 from posttrain_arena.sandbox.base import Backend, BuildError, ImageRef, SandboxError
+from posttrain_arena.sandbox.imagemap import build_context
 from posttrain_arena.spec.hashing import tree_hash
 from posttrain_arena.spec.package import TaskPackage
 from posttrain_arena.trial import lifecycle, multistep
@@ -98,7 +99,7 @@ class TrialRunner:
         with self._lock:
             key = self._context_of.get(task.checksum)
         if key is None:
-            key = tree_hash(task.environment_dir)
+            key = tree_hash(build_context(task.environment_dir, task.prebuilt_image))
             with self._lock:
                 self._context_of[task.checksum] = key
         with self._lock:
@@ -110,7 +111,8 @@ class TrialRunner:
                 raise _BuildFailed(self._failed_builds[key])
             env = task.frontmatter.environment
             try:
-                image = self.backend.build(task.environment_dir, timeout=env.build_timeout_sec,
+                context = build_context(task.environment_dir, task.prebuilt_image)
+                image = self.backend.build(context, timeout=env.build_timeout_sec,
                                            task_name=task.name)
             except BuildError as exc:
                 self._failed_builds[key] = str(exc)
