@@ -108,3 +108,21 @@ def test_run_refuses_to_overwrite_without_resume(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["train", "run", str(recipe_file), "--run-name", "taken"])
     assert res.exit_code == 2
     assert "--resume" in res.stderr
+
+
+def test_a_policy_server_is_the_operators_or_the_pipelines_not_both(tmp_path: Path) -> None:
+    data = _data(RECIPES[0])
+    data["runtime"] = {**data["runtime"], "policy_endpoint": "http://x:8000/v1",
+                       "serve_policy": True}
+    with pytest.raises(RecipeError, match="not both"):
+        parse_recipe(data, base_dir=tmp_path)
+
+
+def test_completeness_is_stated_in_the_recipe(tmp_path: Path) -> None:
+    data = _data(RECIPES[0])
+    data["eval"] = {**data["eval"], "completeness": {"min_scored_share": 0.9,
+                                                     "min_task_scored_share": 0.75}}
+    r = parse_recipe(data, base_dir=tmp_path)
+    assert (r.eval.completeness.min_scored_share, r.eval.completeness.min_task_scored_share) \
+        == (0.9, 0.75)
+    assert r.recipe_hash() != parse_recipe(_data(RECIPES[0]), base_dir=tmp_path).recipe_hash()

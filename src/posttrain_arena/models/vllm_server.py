@@ -16,10 +16,16 @@ further option: with the Hermes parser vLLM 0.32 writes it in the model's own
 which runs on CPU), and pins the arguments to the tool's schema when the tool is marked
 `strict` (`--tool-strict-level auto`, the default; the client marks the forced tool).
 One server serves one model folder: to serve a stage's new weights, start another.
+
+A served model is named by its folder and a fingerprint of its weights
+(`served_name`: `NAME@sha256:HEX`), and a client checks what answers before it relies on
+it (`check_served`): an endpoint still serving the previous stage's weights is refused,
+never evaluated as if it were the new ones.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
@@ -48,6 +54,52 @@ def vllm_python() -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
+FINGERPRINT_CHARS = 16  # of the sha256: enough to tell two trainings' weights apart
+
+
+def fingerprint(model_dir: Path) -> str:
+    """sha256 of a model folder's config and weight files (names and bytes, sorted)."""
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise ModelError(f"{model_dir} is not a local model folder; a served policy is "
+                         "checked against the fingerprint of its weights")
+    files = sorted(p for p in model_dir.iterdir() if p.is_file() and (
+        p.name == "config.json" or p.suffix in WEIGHT_SUFFIXES))
+    if not any(p.suffix in WEIGHT_SUFFIXES for p in files):
+        raise ModelError(f"{model_dir} has no weight files ({', '.join(WEIGHT_SUFFIXES)})")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return f"sha256:{digest.hexdigest()[:FINGERPRINT_CHARS]}"
+
+
+def served_name(model_dir: Path) -> str:
+    """The name a server of this folder's weights answers to: `NAME@sha256:HEX`."""
+    return f"{Path(model_dir).resolve().name}@{fingerprint(model_dir)}"
+
+
+def check_served(base_url: str, model_dir: Path, *, timeout_sec: float = 10.0) -> str:
+    """The served name of `model_dir` when the server at `base_url` serves exactly those
+    weights; ModelError, saying what it serves instead and how to serve these, when not."""
+    want = served_name(model_dir)
+    try:
+        resp = httpx.get(f"{base_url.rstrip('/')}/models", timeout=timeout_sec)
+        listing = resp.json().get("data") if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        raise ModelError(f"{base_url} does not answer /models ({exc}); start the policy "
+                         f"server on {model_dir}") from None
+    names = [str(e.get("id")) for e in listing or [] if isinstance(e, dict)]
+    if want not in names:
+        raise ModelError(f"{base_url} serves {', '.join(names) or 'nothing'}, not the weights "
+                         f"this stage evaluates ({model_dir}); serve them under their "
+                         f"fingerprinted name: --model {model_dir} --served-model-name {want}")
+    return want
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,14 +116,15 @@ class VllmServer:
         if not (self.model_dir / "config.json").is_file():
             raise ModelError(f"{self.model_dir} is not a model folder (no config.json)")
         self.port = _free_port()
-        self.model_name = str(self.model_dir)
+        self.model_name = served_name(self.model_dir)
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = Path(tempfile.mkstemp(prefix="vllm-", suffix=".log")[1])
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb),
                "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
                "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
         cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server",
-               "--model", self.model_name, "--host", "127.0.0.1", "--port", str(self.port),
+               "--model", str(self.model_dir), "--served-model-name", self.model_name,
+               "--host", "127.0.0.1", "--port", str(self.port),
                "--dtype", "float32", "--enforce-eager", "--max-model-len", str(max_model_len),
                "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                "--max-logprobs", "20", "--seed", "0", *extra_args]
@@ -115,4 +168,4 @@ class VllmServer:
         self.close()
 
 
-__all__ = ["VllmServer", "vllm_python"]
+__all__ = ["VllmServer", "check_served", "fingerprint", "served_name", "vllm_python"]

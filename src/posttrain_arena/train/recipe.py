@@ -300,8 +300,23 @@ class RuntimeSection(_Section):
     )
     policy_endpoint: str | None = Field(
         default=None,
-        description="OpenAI-compatible server (vLLM) that serves the policy for evaluation",
+        description="OpenAI-compatible server (vLLM) that serves the policy for evaluation. "
+        "Each evaluation checks that it serves that stage's weights (their fingerprinted "
+        "name, models/vllm_server.served_name) and refuses to run otherwise",
     )
+    serve_policy: bool = Field(
+        default=False,
+        description="Start vLLM on each evaluation's weights on this machine (vLLM's "
+        "environment from scripts/vllm-env.sh) and stop it after: the pipeline serves "
+        "every stage's model itself. Not with policy_endpoint",
+    )
+
+    @model_validator(mode="after")
+    def _one_server(self) -> RuntimeSection:
+        if self.serve_policy and self.policy_endpoint:
+            raise ValueError("give policy_endpoint (a server you run) or serve_policy (the "
+                             "pipeline runs one per evaluation), not both")
+        return self
 
 
 class OutputSection(_Section):

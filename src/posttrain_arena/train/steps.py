@@ -140,24 +140,43 @@ class Steps:
                              max_tokens=a.max_turns * a.max_new_tokens,
                              temperature=a.temperature if temperature is None else temperature)
 
-    def policy_spec(self, location: str, name: str) -> AgentSpec:
-        """The model agent for the policy at `location`, as a spec any executor builds."""
-        endpoint = self.r.runtime.policy_endpoint
+    def policy_spec(self, location: str, name: str, served: tuple[str, str] | None = None
+                    ) -> AgentSpec:
+        """The model agent for the policy at `location`, as a spec any executor builds;
+        through a server when `served` is (base URL, served model name)."""
         # In this process: the device picked here (which also applies the recipe's torch
         # thread count); on a cluster, each node picks its own unless the recipe says.
         device = self.device if self._executor is None else (
             None if self.r.runtime.device == "auto" else self.r.runtime.device)
         return AgentSpec(kind="model", name=name, settings=self.settings(),
-                         model=f"openai:{location}" if endpoint else f"hf:{location}",
-                         base_url=endpoint, device=device)
+                         model=f"openai:{served[1]}" if served else f"hf:{location}",
+                         base_url=served[0] if served else None, device=device)
 
     def evaluate(self, ctx: StageContext, tasks: list[TaskPackage], location: str, name: str,
                  k: int, journal: str = "journal.jsonl") -> EvalReport:
-        """k samples (seeds 0..k-1) of the policy at `location` on `tasks`, resumable."""
+        """k samples (seeds 0..k-1) of the policy at `location` on `tasks`, resumable.
+
+        Through a policy server, the server answers with these weights or the stage does
+        not start: the pipeline starts one on them ([runtime] serve_policy), or the
+        recipe's endpoint must already serve them under their fingerprinted name."""
+        from posttrain_arena.models.vllm_server import VllmServer, check_served, vllm_python
+
+        rt = self.r.runtime
+        if rt.serve_policy:
+            with VllmServer(Path(location), python=vllm_python()) as server:
+                return self._evaluate(ctx, tasks, location, name, k, journal,
+                                      (server.base_url, server.model_name))
+        served = None
+        if rt.policy_endpoint:
+            served = (rt.policy_endpoint, check_served(rt.policy_endpoint, Path(location)))
+        return self._evaluate(ctx, tasks, location, name, k, journal, served)
+
+    def _evaluate(self, ctx: StageContext, tasks: list[TaskPackage], location: str, name: str,
+                  k: int, journal: str, served: tuple[str, str] | None) -> EvalReport:
         from posttrain_arena.evaluate.runner import evaluate
         from posttrain_arena.evaluate.suite import suite_from_tasks
 
-        spec = self.policy_spec(location, name)
+        spec = self.policy_spec(location, name, served)
         return evaluate(
             suite_from_tasks(list(tasks), source=f"{ctx.name}:{name}"),
             lambda task: spec, k=k, jobs=self.r.runtime.concurrency,
@@ -230,8 +249,11 @@ class Steps:
             out: dict[str, Any] = {"ran": False, "eligible": sorted(kept), "excluded": []}
         else:
             from posttrain_arena.gates.run import gate_packages
+            from posttrain_arena.models.vllm_server import check_served
 
-            base = self.policy_spec(self.r.model_location(), "policy:base").chat_model()
+            where, endpoint = self.r.model_location(), self.r.runtime.policy_endpoint
+            served = (endpoint, check_served(endpoint, Path(where))) if endpoint else None
+            base = self.policy_spec(where, "policy:base", served).chat_model()
             report = gate_packages(
                 [t.root for t in tasks], self.runner, base,
                 model_spec=f"policy:base@{self.r.model_location()}", k=tg.k,
