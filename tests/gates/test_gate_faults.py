@@ -113,7 +113,7 @@ def test_probes_are_the_oracle_state_perturbed_and_a_weak_verifier_is_caught(
     runner, _ = runners("local")
     report = _gate(root, runner, model, tmp_path)
     ev = _by_task(report)
-    probes = {p.kind: p for p in ev["strict"].probes}
+    probes = {p.kind: p for p in ev["strict"].probes if p.start == "oracle"}
     assert set(probes) == {"truncate", "wrong", "remove"}
     for p in probes.values():
         assert p.applicable and "/root/answer.txt" in p.perturbed
@@ -155,7 +155,7 @@ def test_an_oracle_whose_output_ends_without_a_newline_is_still_probed(
         "#!/bin/bash\necho 42 > \"$BENCHFLOW_WORKSPACE/answer.txt\"\nprintf 'no newline'\n"))
     runner, _ = runners("local")
     ev = _gate(root, runner, ScriptedModel(failing_script()), tmp_path).evidence[0]
-    assert [(p.applicable, p.perturbed) for p in ev.probes] == [
+    assert [(p.applicable, p.perturbed) for p in ev.probes if p.start == "oracle"] == [
         (True, ["/root/answer.txt"])] * 3
     assert _status(ev)["probes"] == "pass"
 
@@ -239,4 +239,6 @@ def test_a_published_format_package_and_a_starting_kit_example_pass_their_gates(
     for ev in report.evidence:
         assert _status(ev) == {"build": "pass", "oracle": "pass", "empty": "pass",
                                "probes": "pass", "learnable": "fail"}, ev.verdict
-        assert all(p.applicable and p.perturbed for p in ev.probes)
+        assert all(p.applicable and p.perturbed for p in ev.probes if p.start == "oracle")
+        # the cheats ran too, and none scored above the empty trial
+        assert [p.trial for p in ev.probes if p.start == "empty" and p.trial]

@@ -27,13 +27,18 @@ def test_each_probe_is_one_verification_with_no_agent_phase(tmp_path: Path, runn
     report = gate_collection(root, runner, ScriptedModel(failing_script()), model_spec="m",
                              k=2, reruns=1, jobs=1, records_root=tmp_path / "records")
     (ev,) = report.evidence
-    assert [p.trial.reward for p in ev.probes if p.trial] == [0.0, 0.0, 0.0]
-    assert report.verifications_run == len(PROBES)
+    assert [p.trial.reward for p in ev.probes if p.trial] == [0.0] * len(
+        [p for p in ev.probes if p.trial])
+    cheats = [p for p in ev.probes if p.start == "empty" and p.applicable]
+    assert report.verifications_run == len(PROBES) + len(cheats)
     # oracle, empty and the k samples: an agent's session and a verifier's each; a probe
     # starts only its verifier's session (the oracle is not run again for it).
     assert report.trials_run == 1 + 1 + 2
     assert backend.starts == 2 * report.trials_run + report.verifications_run
     for p in ev.probes:
+        if not p.applicable:  # a cheat with nothing to plant (no Python output) runs nothing
+            assert p.start == "empty" and p.trial is None
+            continue
         assert p.trial is not None
         result = read_result(tmp_path / "records" / p.trial.trial_id)
         assert result.agent == f"probe:{p.kind}" and "agent" not in result.timings
@@ -142,11 +147,13 @@ def test_a_multi_step_tasks_probes_are_its_final_state_judged_by_its_last_step(
         assert status[name]["oracle"][0] == "pass", status[name]
         assert ev[name].replay is not None and ev[name].replay.passed, ev[name].replay
         # every step's changes are outputs: the file the two steps wrote
-        assert {p.kind: p.perturbed for p in ev[name].probes} == {
+        assert {p.kind: p.perturbed for p in ev[name].probes if p.start == "oracle"} == {
             k.name: ["/app/log.txt"] for k in PROBES}
-    assert [p.trial.reward for p in ev["strict"].probes if p.trial] == [0.0, 0.0, 0.0]
+    assert [p.trial.reward for p in ev["strict"].probes
+            if p.trial and p.start == "oracle"] == [0.0, 0.0, 0.0]
     assert status["strict"]["probes"][0] == "pass"
-    lax_rewards = {p.kind: p.trial.reward for p in ev["lax"].probes if p.trial}
+    lax_rewards = {p.kind: p.trial.reward for p in ev["lax"].probes
+                   if p.trial and p.start == "oracle"}
     assert lax_rewards == {"truncate": 1.0, "wrong": 1.0, "remove": 0.0}
     assert status["lax"]["probes"][0] == "fail"
     assert "truncate" in (status["lax"]["probes"][1] or "")

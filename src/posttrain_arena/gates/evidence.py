@@ -23,6 +23,7 @@ import json
 import os
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -85,10 +86,15 @@ class BuildEvidence(BaseModel):
 
 
 class ProbeEvidence(BaseModel):
-    """One known-bad probe: the oracle's kept final state perturbed on the host, then
-    verified in a session from the pristine image (no agent phase)."""
+    """One known-bad probe: the oracle's kept final state perturbed on the host (or the
+    empty trial's, with a cheat planted), then verified in a session from the pristine
+    image (no agent phase)."""
 
-    kind: str = Field(description="truncate, wrong or remove")
+    kind: str = Field(description="truncate, wrong or remove; or a cheat (gates/cheats.py)")
+    start: Literal["oracle", "empty"] = Field(
+        default="oracle", description="Whose kept state it starts from: the oracle's (a "
+        "wrong answer: fails when scored 1.0) or the empty trial's (a cheat: fails when "
+        "scored above the empty trial)")
     description: str = Field(description="What the perturbation does, in words")
     applicable: bool = Field(description="The oracle left a file this probe could perturb")
     perturbed: list[str] = Field(default_factory=list,

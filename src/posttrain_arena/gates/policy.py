@@ -177,6 +177,11 @@ class GatePolicy(BaseModel):
             t = p.trial
             if t is None or t.outcome in (*INFRA_OUTCOMES, "agent_timeout"):
                 errors.append(f"{p.kind}: {t.reason if t else p.note or 'did not run'}")
+            elif p.start == "empty":
+                floor = (ev.empty.reward or 0.0) if ev.empty is not None else 0.0
+                if t.outcome == "scored" and (t.reward or 0.0) > floor:
+                    accepted.append(f"{p.kind} ({p.description}; reward {t.reward:g}, "
+                                    f"above the empty trial's {floor:g})")
             elif t.outcome == "scored" and (t.reward or 0.0) >= self.probe_accept_reward:
                 accepted.append(f"{p.kind} ({p.description}; reward {t.reward:g})")
         if accepted:

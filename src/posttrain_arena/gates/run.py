@@ -43,6 +43,7 @@ from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.evaluate.report import TrialSummary, summarise
 from posttrain_arena.evaluate.runner import evaluate, model_agents
 from posttrain_arena.evaluate.suite import suite_from_tasks
+from posttrain_arena.gates.cheats import CHEATS, make_cheat
 from posttrain_arena.gates.evidence import (
     BaseModelEvidence,
     BuildEvidence,
@@ -267,7 +268,7 @@ def _measure(pkg: _Package, runner: TrialRunner, slots: _Slots, reruns: int) -> 
         ev.timings[GateName.BUILD.value] = ev.build.seconds
         oracle = OracleAgent()
         first = slots.trial(task, oracle, 0, keep_state=kept / "oracle")
-        empty = slots.trial(task, EmptyAgent(), 0)
+        empty = slots.trial(task, EmptyAgent(), 0, keep_state=kept / "empty")
         results = [first.result()]
         more: list[Future[TrialResult]] = []
         probes: list[tuple[int, Future[TrialResult]]] = []
@@ -282,6 +283,8 @@ def _measure(pkg: _Package, runner: TrialRunner, slots: _Slots, reruns: int) -> 
             if head.passed:
                 probes, replay = _start_probes(task, ev, slots, kept)
         ev.empty = summarise(empty.result())
+        if head.passed:  # the cheats plant where the oracle's outputs go
+            probes += _start_cheats(task, ev, slots, kept)
         results += [f.result() for f in more]
         ev.oracle = [summarise(r) for r in results]
         counted = [r for r in results if r.outcome.value not in INFRA_OUTCOMES]
@@ -332,6 +335,28 @@ def _start_probes(task: TaskPackage, ev: TaskEvidence, slots: _Slots, kept: Path
     if started and (task.steps or task.frontmatter.verifier.isolation.value == "shared"):
         replay = slots.verify(task, saved, "probe:replay")
     return started, replay
+
+
+def _start_cheats(task: TaskPackage, ev: TaskEvidence, slots: _Slots, kept: Path
+                  ) -> list[tuple[int, Future[TrialResult]]]:
+    """Build each cheating probe from the empty trial's kept state and the oracle's
+    outputs (cheats.py) and start its verification."""
+    empty, oracle = SavedState.load(kept / "empty"), SavedState.load(kept / "oracle")
+    if empty is None or oracle is None:
+        why = "the empty trial's final state was not kept, so no cheating probe ran"
+        ev.probes += [ProbeEvidence(kind=k.name, description=k.description, start="empty",
+                                    applicable=True, note=why) for k in CHEATS]
+        return []
+    started: list[tuple[int, Future[TrialResult]]] = []
+    for kind in CHEATS:
+        probe = make_cheat(empty, oracle, kind, kept / f"cheat-{kind.name}")
+        ev.probes.append(ProbeEvidence(kind=kind.name, description=kind.description,
+                                       start="empty", applicable=bool(probe.perturbed),
+                                       perturbed=probe.perturbed))
+        if probe.perturbed:
+            started.append((len(ev.probes) - 1,
+                            slots.verify(task, probe.state, f"probe:{kind.name}")))
+    return started
 
 
 def _sample_base(todo: list[_Package], runner: TrialRunner, model: ChatModel,
