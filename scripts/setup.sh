@@ -14,12 +14,16 @@ if [[ "$mode" == "--system" || "$mode" == "--sandbox" ]]; then
   need=()
   command -v bwrap >/dev/null || need+=(bubblewrap)
   /usr/bin/python3 -c "import pytest" 2>/dev/null || need+=(python3 python3-pytest)
+  # the verifier's supervisor is compiled here, statically (trial/supervise.c)
+  echo 'int main(void){return 0;}' | cc -static -x c -o /dev/null - 2>/dev/null \
+    || need+=(gcc libc6-dev)
   if [[ "$mode" == "--system" ]]; then
     command -v dockerd >/dev/null || need+=(docker.io)
     command -v debootstrap >/dev/null || need+=(debootstrap)
     ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
     command -v chromium >/dev/null || need+=(chromium)
     command -v wrk >/dev/null || need+=(wrk)  # benchmarks/bench_service.py's load generator
+    command -v busybox >/dev/null || need+=(busybox-static)  # a busybox-only test image
   fi
   if ((${#need[@]})); then
     echo "setup: installing ${need[*]}" >&2
@@ -34,12 +38,14 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.arena-installed
-want=$(sha256sum pyproject.toml | cut -c1-16)
+# Installs from requirements.lock (every resolved package, pinned), so two machines set up
+# the same code get the same libraries; the stamp covers both files.
+want=$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-16)
 if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
   .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
   # The CPU build first: a bare `torch` requirement would pull a CUDA build of several GB.
   .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
-  .venv/bin/python -m pip install -q -e ".[all]" 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -m pip install -q -c requirements.lock -e ".[all]" 2>&1 | grep -v '^WARNING: Location' || true
   .venv/bin/python -c "import posttrain_arena, torch, trl, fastapi" 
   echo "$want" > "$stamp"
 fi
