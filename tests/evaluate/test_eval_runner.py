@@ -56,6 +56,18 @@ def test_evaluate_rates_and_progress(suite_dir: Path) -> None:
     assert report.completion_tokens > 0 and report.suite_hash == suite.hash
 
 
+def test_evaluation_seeds_start_where_asked(suite_dir: Path) -> None:
+    """A run with another seed samples its own trials (its own identities, its own
+    sampling seeds), not seeds 0..k-1 again."""
+    suite = load_suite(suite_dir / "suite")
+    model = ScriptedModel.from_file(suite_dir / "script.yaml")
+    first = evaluate(suite, model_agents(model), k=2, runner=TrialRunner("local"))
+    other = evaluate(suite, model_agents(model), k=2, runner=TrialRunner("local"), first_seed=6)
+    assert sorted({t.seed for t in first.trials}) == [0, 1]
+    assert sorted({t.seed for t in other.trials}) == [6, 7]
+    assert not {t.trial_id for t in first.trials} & {t.trial_id for t in other.trials}
+
+
 @pytest.mark.parametrize("journal_on", ["runner", "evaluate"])
 def test_resume_reruns_only_missing_or_infrastructure(suite_dir: Path, journal_on: str) -> None:
     suite = load_suite(suite_dir / "suite")

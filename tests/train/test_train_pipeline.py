@@ -131,6 +131,12 @@ def test_pipeline_scores_and_resumes(tiny_model: Path, tmp_path: Path,
     assert score.change.detectable_pp > 0 and score.change.verdict
     prov = score.provenance
     assert prov is not None and prov.suite_sealed and prov.recipe_hash == recipe.recipe_hash()
+    # The run's seed (3) picks its evaluation seeds, so another seed's run (the
+    # repeat-seed control) measures its own baseline instead of seeds 0..k-1 again.
+    assert (prov.seeds["eval_first_seed"], prov.seeds["eval_last_seed"]) == (3, 3)
+    for arm in ("baseline", "after_sft", "final"):
+        report = EvalReport.load(run_dir / "stages" / arm / "eval.json")
+        assert {t.seed for t in report.trials} == {3}
     assert prov.model_content_hash and prov.collection_hash.startswith("sha256:")
     # Teacher trajectories are in the model agent's own message format.
     lines = (run_dir / "stages" / "teacher" / "trajectories.jsonl").read_text().splitlines()

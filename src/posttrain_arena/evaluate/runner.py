@@ -75,8 +75,13 @@ def evaluate(
     progress: Progress | None = None,
     model: str | None = None,
     agent_timeout: float | None = None,
+    first_seed: int = 0,
 ) -> EvalReport:
-    """Run k trials (seeds 0..k-1) of every task; return the report.
+    """Run k trials (seeds first_seed..first_seed+k-1) of every task; return the report.
+
+    The seed is the trial's identity and its sampling seed: a run that must measure
+    afresh (another training seed's own baseline) gives another `first_seed`; two
+    evaluations meant to be paired trial by trial give the same.
 
     Trials run on `executor`, or in this process on `runner` (one of the two is
     needed). At most `jobs` trials are in flight (default: the executor's slots). A
@@ -92,8 +97,10 @@ def evaluate(
     if k < 1 or jobs < 1:
         raise ValueError(f"k and jobs must be at least 1 (got k={k}, jobs={jobs})")
     agents = {t.name: agent_factory(t) for t in suite.tasks}
+    if first_seed < 0:
+        raise ValueError(f"first_seed must be >= 0 (got {first_seed})")
     work = [TrialJob(task, agents[task.name], seed, agent_timeout)
-            for seed in range(k) for task in suite.tasks]
+            for seed in range(first_seed, first_seed + k) for task in suite.tasks]
     names = {job.agent_name for job in work}
     agent_name = names.pop() if len(names) == 1 else "mixed:" + ",".join(sorted(names))
     own_journal = journal if journal is not None and ran.journal is not journal else None

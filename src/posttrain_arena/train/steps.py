@@ -181,8 +181,15 @@ class Steps:
             suite_from_tasks(list(tasks), source=f"{ctx.name}:{name}"),
             lambda task: spec, k=k, jobs=self.r.runtime.concurrency,
             executor=self.executor, journal=Journal(ctx.work_dir / journal), model=location,
-            agent_timeout=self.r.agent.timeout_sec,
+            agent_timeout=self.r.agent.timeout_sec, first_seed=self.eval_first_seed(k),
             progress=lambda d, n, _r: ctx.step(d, n, name))
+
+    def eval_first_seed(self, k: int) -> int:
+        """The run's evaluation seeds start here: runs with another [runtime] seed (the
+        repeat-seed control) sample their own trials, their baseline too, instead of
+        re-computing seeds 0..k-1 bit for bit; every evaluation of one run uses the
+        same seeds, so they pair trial by trial."""
+        return self.r.runtime.seed * k
 
     def gate_sample(self) -> list[TaskPackage]:
         tasks = self.kept_training()
@@ -435,8 +442,8 @@ class Steps:
             suite=snap["suite"]["location"], suite_commit=snap["suite"]["commit"],
             suite_hash=snap["suite"]["content_hash"], suite_sealed=snap["suite"]["sealed"],
             package_version=__version__,
-            seeds={"runtime": rt.seed, "eval_first_seed": 0,
-                   "eval_last_seed": rt.k - 1},
+            seeds={"runtime": rt.seed, "eval_first_seed": self.eval_first_seed(rt.k),
+                   "eval_last_seed": self.eval_first_seed(rt.k) + rt.k - 1},
             sandbox_backend=self.executor.backend_name,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"))
         records = {n: rec for n, rec in ctx.upstream.items()}
