@@ -118,7 +118,7 @@ def test_write_tiny_model_pretrains_and_reuses_the_cached_base(
     def no_training(*a: object, **k: object) -> dict:
         raise AssertionError("the cached base should have been reused")
 
-    monkeypatch.setattr(tm, "_pretrain", no_training)
+    monkeypatch.setattr(tm, "pretrain_base", no_training)
     again = tm.write_tiny_model(tmp_path / "b", TINY)
     assert (again / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
     other = TINY.model_copy(update={"pretrain_learning_rate": 1e-3})

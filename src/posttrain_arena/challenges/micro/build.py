@@ -302,14 +302,16 @@ def recipe_text(control: str, ch: MicroChallenge) -> str:
 
 def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None = None,
                 model_spec: TinyModelSpec | None = None, with_model: bool = True,
-                progress: Progress = no_progress) -> MicroChallenge:
+                progress: Progress = no_progress, device: str = "cpu") -> MicroChallenge:
     """Generate the whole challenge into `workdir` (its generated parts are replaced);
-    `progress` hears the base model's pretraining steps (stage "pretrain")."""
+    `progress` hears the base model's pretraining steps (stage "pretrain"), which run on
+    `device` when the base is not the shipped one nor cached (pass the recipe's device
+    when it is an accelerator)."""
     from posttrain_arena.evaluate.suite import load_suite
 
     root = Path(workdir).expanduser().resolve()
     sizes = sizes or MicroSizes()
-    model_spec = model_spec or TinyModelSpec(seed=seed)
+    model_spec = model_spec or TinyModelSpec()  # one base for every seed (shipped.py)
     plan = plan_instances(seed, sizes)
     suite_dir = root / "suite"
     for d in (suite_dir, root / "collections", root / "recipes"):
@@ -343,7 +345,8 @@ def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None 
             progress(StageEvent(stage="pretrain", status="step", done=done, total=total,
                                 message="the base model (once per machine)"))
 
-        write_tiny_model(model_dir, model_spec, forbidden=held_text, on_step=pretraining)
+        write_tiny_model(model_dir, model_spec, forbidden=held_text, on_step=pretraining,
+                         device=device)
     ch = MicroChallenge(seed=seed, root=str(root), suite=str(suite_dir), suite_hash=suite.hash,
                         collections=collections, collection_hashes=hashes, recipes={},
                         model=str(model_dir), sizes=sizes, model_spec=model_spec)

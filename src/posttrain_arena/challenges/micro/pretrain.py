@@ -66,6 +66,30 @@ def _split_values() -> frozenset[str]:
                      for v in (*pools.stems, *pools.markers))
 
 
+@functools.cache
+def held_out_numbers() -> frozenset[int]:
+    """Every number a held-out task asks for (columns, line counts, range ends): never a
+    number of the corpus, so the base has not seen `head -n 7` or `seq 8 22` asked and
+    done, for any challenge seed (the held-out pools do not depend on the seed)."""
+    return frozenset((*HELD_OUT.columns, *HELD_OUT.heads, *HELD_OUT.starts, *HELD_OUT.ends))
+
+
+def _number(rng: random.Random, low: int, high: int) -> int:
+    """A number in [low, high] that no held-out task asks for."""
+    while True:
+        n = rng.randint(low, high)
+        if n not in held_out_numbers():
+            return n
+
+
+def held_out_numbers_in(texts: Iterable[str]) -> list[int]:
+    """Held-out numbers that occur as a run of digits anywhere in `texts` (the pretraining
+    episodes hold no file data, so every number in them is a parameter of a request)."""
+    pattern = re.compile(r"\d+")  # every run of digits, even inside a word
+    found = {int(m) for text in texts for m in pattern.findall(text)}
+    return sorted(found & held_out_numbers())
+
+
 def _allowed(word: str) -> bool:
     """Not containing a held-out value, and not a training value (as a whole word)."""
     return not any(b in word for b in _forbidden_names()) and word not in _split_values()
@@ -201,7 +225,7 @@ def _src_out(rng: random.Random) -> dict[str, object]:
 
 
 def _src_out_n(rng: random.Random) -> dict[str, object]:
-    return {**_src_out(rng), "n": rng.randint(1, 30)}
+    return {**_src_out(rng), "n": _number(rng, 1, 30)}
 
 
 def _src_out_word(rng: random.Random) -> dict[str, object]:
@@ -209,8 +233,11 @@ def _src_out_word(rng: random.Random) -> dict[str, object]:
 
 
 def _range(rng: random.Random) -> dict[str, object]:
-    a = rng.randint(0, 40)
-    return {"a": a, "b": a + rng.randint(1, 30), "o": _file(rng)}
+    a = _number(rng, 0, 40)
+    b = a + rng.randint(1, 30)
+    while b in held_out_numbers():
+        b = a + rng.randint(1, 30)
+    return {"a": a, "b": b, "o": _file(rng)}
 
 
 def _dir(rng: random.Random) -> dict[str, object]:
@@ -230,7 +257,7 @@ def _three(rng: random.Random) -> dict[str, object]:
 
 
 def _cut(rng: random.Random) -> dict[str, object]:
-    return {**_src_out(rng), "n": rng.randint(1, 12), "s": rng.choice((",", ":", ";"))}
+    return {**_src_out(rng), "n": _number(rng, 1, 12), "s": rng.choice((",", ":", ";"))}
 
 
 def _distinct(make: Callable[[random.Random], str], rng: random.Random, n: int) -> list[str]:

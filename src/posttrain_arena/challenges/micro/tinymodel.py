@@ -17,28 +17,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import random
 import shutil
 import tempfile
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain_arena.agents.model import SYSTEM_PROMPT, TOOLS
+from posttrain_arena.challenges.micro.basetrain import StepCallback, pretrain_base
 from posttrain_arena.challenges.micro.families import ALL_FAMILIES, COMMON
 from posttrain_arena.challenges.micro.pretrain import (
     corpus_texts,
+    held_out_numbers_in,
     pool_values_in,
     pretraining_corpus,
 )
+from posttrain_arena.challenges.micro.shipped import shipped_base
 from posttrain_arena.paths import cache_home
-
-log = logging.getLogger(__name__)
 
 IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 # Markup tokens the agent's parser reads back from decoded text: ordinary (not special)
@@ -103,7 +103,12 @@ class TinyModelSpec(BaseModel):
         "leaves a from-scratch model of this size stuck repeating the most frequent "
         "parameter instead of copying it from the prompt",
     )
-    seed: int = Field(default=0, description="Seed of the random initialisation")
+    seed: int = Field(
+        default=0,
+        description="Seed of the random initialisation and of the pretraining corpus; not "
+        "the challenge's seed: every challenge seed uses the same base (its held-out values "
+        "come from pools no seed's base ever sees), so one base serves them all",
+    )
     # Measured on this 2-core machine (challenges/micro/README.md): 1,000 steps of 32
     # episodes (15-22 minutes, once per machine: the base is cached) form in-context
     # copying; the base then passes 29% of the held-out suite (the four families whose
@@ -194,39 +199,63 @@ def suite_text_in(corpus: Sequence[str], forbidden: Iterable[str]) -> list[str]:
     return [text for text in forbidden if text and text in blob]
 
 
-PRETRAIN_FORMAT = 3  # bump when the pretraining corpus or procedure changes
+PRETRAIN_FORMAT = 4  # bump when the pretraining corpus or procedure changes
 
 
-def base_model_key(spec: TinyModelSpec, corpus: Sequence[str]) -> str:
-    """Identity of a built base model: its spec, the tokenizer corpus, the format."""
+def base_model_key(spec: TinyModelSpec, corpus: Sequence[str], device: str = "cpu") -> str:
+    """Identity of a built base model: its spec, the tokenizer corpus, the format, and the
+    device it is pretrained on when that is not the CPU (the shipped base's is)."""
     h = hashlib.sha256()
     h.update(json.dumps([PRETRAIN_FORMAT, spec.model_dump(mode="json")],
                         sort_keys=True).encode())
+    if device != "cpu":
+        h.update(device.encode())
     for text in corpus:
         h.update(hashlib.sha256(text.encode()).digest())
     return h.hexdigest()[:24]
 
 
-StepCallback = Callable[[int, int], None]
-"""Called with (steps done, steps in all) as pretraining goes."""
-
-
 def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
                      corpus: Sequence[str] | None = None,
                      forbidden: Iterable[str] = (), *, cache: bool = True,
-                     on_step: StepCallback | None = None) -> Path:
-    """Train the tokenizer, initialise the model, pretrain it and save both to `out_dir`.
+                     on_step: StepCallback | None = None, device: str = "cpu") -> Path:
+    """Train the tokenizer, initialise the model, pretrain it on `device` and save both to
+    `out_dir`.
 
     `forbidden` (the held-out suite's prompts and commands) must not occur in the
-    tokenizer's corpus nor in the pretraining corpus, and no parameter value of either split
-    (stem, marker) may be a word of either: RuntimeError if one is. With `cache`, a base
-    pretrained before from the same spec and corpus is copied instead of trained again.
-    `on_step` hears how far pretraining is (every 10 steps and at the end).
+    tokenizer's corpus nor in the pretraining corpus, no parameter value of either split
+    (stem, marker) may be a word of either, and no number a held-out task asks for may
+    occur in the pretraining corpus: RuntimeError if one does. With `cache`, a base made
+    from the same spec and corpus is copied instead of trained again: the one shipped with
+    the package (`shipped.py`) when its key is this one, else one this machine built
+    before; a build holds a file lock, so two processes never pretrain one base at once
+    (the second waits and copies the first's). `on_step` hears how far pretraining is
+    (every 10 steps and at the end).
     """
     spec = spec or TinyModelSpec()
     rows = pretraining_corpus(spec.seed, spec.pretrain_episodes)
     pre_texts = corpus_texts(rows)
     corpus = list(corpus or tokenizer_corpus(spec.seed)) + pre_texts
+    _refuse_leaks(corpus, pre_texts, forbidden)
+    key = base_model_key(spec, corpus, device)
+    if not cache:
+        _build(out_dir, key, spec, corpus, rows, on_step, device)
+        return out_dir
+    shipped = shipped_base(key)
+    if shipped is not None:
+        _copy_model(shipped, out_dir)
+        return out_dir
+    cached = cache_home() / "micro-base" / key
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cached) + ".lock"):
+        if not (cached / "micro_model.json").is_file():
+            _build(cached, key, spec, corpus, rows, on_step, device)
+    _copy_model(cached, out_dir)
+    return out_dir
+
+
+def _refuse_leaks(corpus: Sequence[str], pre_texts: Sequence[str],
+                  forbidden: Iterable[str]) -> None:
     leaked = suite_text_in(corpus, forbidden)
     if leaked:
         raise RuntimeError(f"the tokenizer or pretraining corpus holds {len(leaked)} "
@@ -237,13 +266,19 @@ def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
         raise RuntimeError(f"the tokenizer or pretraining corpus uses the families' "
                            f"parameter values as words: {values}; the base must have seen "
                            "neither split's")
-    key = base_model_key(spec, corpus)
-    cached = cache_home() / "micro-base" / key
-    if cache and (cached / "micro_model.json").is_file():
-        _copy_model(cached, out_dir)
-        return out_dir
-    work = Path(tempfile.mkdtemp(prefix=".micro-base-", dir=out_dir.parent
-                                 if out_dir.parent.exists() else None))
+    numbers = held_out_numbers_in(pre_texts)
+    if numbers:
+        raise RuntimeError(f"the pretraining corpus holds numbers that held-out tasks ask "
+                           f"for: {numbers}; draw its parameters with pretrain._number")
+
+
+def _build(out_dir: Path, key: str, spec: TinyModelSpec, corpus: Sequence[str],
+           rows: list[dict[str, Any]], on_step: StepCallback | None, device: str) -> None:
+    """Build the base from nothing into `out_dir` (replaced atomically)."""
+    import torch
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".micro-base-", dir=out_dir.parent))
     try:
         tokenizer = build_tokenizer(corpus, spec.vocab_size)
         model = build_model(tokenizer, spec)
@@ -251,104 +286,17 @@ def write_tiny_model(out_dir: Path, spec: TinyModelSpec | None = None,
         init.mkdir()
         tokenizer.save_pretrained(init)
         model.save_pretrained(init, safe_serialization=True)
-        report: dict[str, Any] = {"key": key, "episodes": len(rows)}
+        report: dict[str, Any] = {"key": key, "episodes": len(rows), "device": device,
+                                  "torch": torch.__version__}
         built = init
         if rows:
-            report.update(_pretrain(init, rows, spec, work / "pretrain", on_step))
+            report.update(pretrain_base(init, rows, spec, work / "pretrain", on_step, device))
             built = work / "pretrain" / "policy"
         (built / "micro_model.json").write_text(spec.model_dump_json(indent=2) + "\n")
         (built / "pretraining.json").write_text(json.dumps(report, indent=2) + "\n")
-        if cache:
-            _copy_model(built, cached)
         _copy_model(built, out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return out_dir
-
-
-def _pretrain(init: Path, rows: list[dict[str, Any]], spec: TinyModelSpec,
-              work: Path, on_step: StepCallback | None = None) -> dict[str, Any]:
-    """Causal-LM training of the base on the generic episodes, loss on the assistant's
-    tokens only (masked as the project's SFT masks them); the model lands in
-    `work/policy`.
-
-    A plain loop rather than the SFT trainer: one episode per row, padded, never packed
-    (in a packed row the model can copy a name from a neighbouring episode, and measured
-    with packing no copying formed in 600 steps); AdamW with beta2 0.98, a short linear
-    warm-up, the peak rate held for 70% of the steps (copying forms abruptly, and not
-    under an already decayed rate), then a cosine decay to a tenth of it.
-    On this 2-core machine 1,000 steps took 668 s against the SFT trainer's 1,118 s
-    (challenges/micro/README.md has the figures).
-    """
-    import math
-
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from posttrain_arena.train.sft import tokenize_with_mask
-
-    start = time.monotonic()
-    torch.manual_seed(spec.seed)
-    tokenizer = AutoTokenizer.from_pretrained(init)
-    model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
-    pad = tokenizer.pad_token_id
-    encoded = [tokenize_with_mask(tokenizer, r["messages"], r["tools"], max_length=512)
-               for r in rows]
-    batch = spec.pretrain_batch_size
-    steps = max(1, math.ceil(len(encoded) * spec.pretrain_epochs / batch))
-    warmup = max(1, steps // 20)
-    opt = torch.optim.AdamW(model.parameters(), lr=spec.pretrain_learning_rate,
-                            weight_decay=0.0, betas=(0.9, 0.98))
-    hold = int(0.7 * steps)
-
-    def lr_factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        if step < hold:
-            return 1.0
-        return 0.1 + 0.45 * (1 + math.cos(math.pi * (step - hold) / max(1, steps - hold)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
-    gen = torch.Generator().manual_seed(spec.seed)
-    order: list[int] = []
-    losses: list[float] = []
-    tokens = 0
-    model.train()
-    for _ in range(steps):
-        if len(order) < batch:
-            order += torch.randperm(len(encoded), generator=gen).tolist()
-        picked = [encoded[i] for i in order[:batch]]
-        del order[:batch]
-        width = max(len(e["input_ids"]) for e in picked)
-        ids = torch.full((len(picked), width), pad)
-        labels = torch.full((len(picked), width), -100)
-        attn = torch.zeros((len(picked), width), dtype=torch.long)
-        for k, e in enumerate(picked):
-            row = torch.tensor(e["input_ids"])
-            n = len(row)
-            ids[k, :n], attn[k, :n] = row, 1
-            labels[k, :n] = torch.where(torch.tensor(e["assistant_masks"]) == 1, row, -100)
-        tokens += int(attn.sum())
-        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        if on_step is not None and (len(losses) % 10 == 0 or len(losses) == steps):
-            on_step(len(losses), steps)
-        if len(losses) % 50 == 0:
-            log.info("pretraining step %d/%d: loss %.3f", len(losses), steps,
-                     sum(losses[-50:]) / 50)
-    policy = work / "policy"
-    policy.mkdir(parents=True)
-    model.save_pretrained(policy, safe_serialization=True)
-    tokenizer.save_pretrained(policy)
-    tail = losses[-20:]
-    return {"seconds": round(time.monotonic() - start, 1), "steps": steps,
-            "first_loss": round(losses[0], 4), "last_loss": round(sum(tail) / len(tail), 4),
-            "tokens": tokens}
 
 
 def _copy_model(src: Path, dest: Path) -> None:
