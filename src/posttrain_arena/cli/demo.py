@@ -31,6 +31,11 @@ def _print_human(result: DemoResult) -> None:
                       grpo, "yes" if s.learned else "no")
     Console().print(table)
     for s in result.scores.values():
+        if not s.learned:  # say it in words: a point estimate above 0 is not a detection
+            typer.echo(f"{s.collection}: not distinguishable from 0 at 95% (the interval "
+                       f"[{s.ci95_low_pp:+.1f}, {s.ci95_high_pp:+.1f}] pp spans 0, over "
+                       f"{s.tasks} tasks, k = {s.samples_per_task})")
+    for s in result.scores.values():
         typer.echo(f"{s.collection}: score.json and run.log in {s.run_dir} ({s.seconds:.0f} s)")
     for plot in result.plots:
         typer.echo(f"plot: {plot}")
@@ -72,8 +77,130 @@ class _Bars:
                              description=f"[{colour}]{ev.stage} {ev.status}[/] {ev.message}")
 
 
+# Measured on two CPU cores (README, "arena demo"): one collection's run, the build with
+# the shipped base, and a base pretrained from nothing (spec or code changed).
+RUN_MINUTES, BUILD_MINUTES, PRETRAIN_MINUTES = 5, 1, 20
+
+
+class _Lines:
+    """Stages and steps as plain lines on stderr when it is not a terminal (a log, CI,
+    `| tee`), where bars do not draw: every start, end and failure, and the current
+    stage's count, elapsed time and an estimate of the time left at least every
+    `every` seconds, from a timer thread when no event comes."""
+
+    def __init__(self, plan: str, every: float = 20.0) -> None:
+        import threading
+        import time
+
+        self.stream = sys.stderr  # bound now: during a run, sys.stderr is the run's log
+        self.every = every
+        self.clock = time.monotonic
+        self.start = self.last = self.clock()
+        self.stage = ""
+        self.stage_start = self.start
+        self.done: int | None = None
+        self.total: int | None = None
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name="demo-progress", daemon=True)
+        self._print(plan)
+
+    def __enter__(self) -> _Lines:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+    def _print(self, text: str) -> None:
+        with self.lock:
+            now = self.clock()
+            m, s = divmod(int(now - self.start), 60)
+            self.stream.write(f"[{m:3d}:{s:02d}] {text}\n")
+            self.stream.flush()
+            self.last = now
+
+    def _status(self) -> str:
+        spent = self.clock() - self.stage_start
+        text = f"{self.stage}: {spent:.0f} s in this stage"
+        if self.done is not None and self.total:
+            text += f", {self.done}/{self.total}"
+            if self.done:
+                text += f", about {spent / self.done * (self.total - self.done):.0f} s left"
+        return text
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(min(1.0, self.every / 3)):
+            if self.stage and self.clock() - self.last >= self.every:
+                self._print(self._status())
+
+    def __call__(self, ev: StageEvent) -> None:
+        if ev.status == "checkpoint":
+            return
+        if ev.stage != self.stage or ev.status == "start":
+            self.stage, self.stage_start = ev.stage, self.clock()
+            self.done = self.total = None
+        if ev.status == "step":
+            self.done, self.total = ev.done, ev.total
+            if self.clock() - self.last >= self.every or ev.done == ev.total:
+                self._print(self._status())
+            return
+        self._print(f"{ev.stage} {ev.status} {ev.message}".rstrip())
+        if ev.status in ("done", "skip", "failed"):
+            self.stage = ""
+
+
+def _plan(compare: bool, seed: int) -> str:
+    runs = 5 if compare else 1
+    what = "the protocol of five controls" if compare else "micro-relevant"
+    return (f"arena demo: builds the micro challenge (seed {seed}) with the shipped base "
+            f"model, then post-trains on {what} (baseline evaluation, SFT, evaluation, "
+            f"GRPO, final evaluation): about {BUILD_MINUTES + RUN_MINUTES * runs} minutes on "
+            f"two cores, {PRETRAIN_MINUTES} more if the base must be pretrained here; "
+            "library output goes to build.log and each run's run.log")
+
+
+def create_micro_challenge(
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="The arena's data directory (default: $ARENA_DATA_DIR)"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the generated suite"),
+) -> None:
+    """Build the micro challenge into the arena's data directory and create it as the
+    challenge `micro`: a first challenge for a fresh arena, generated here with the tiny
+    base model shipped with the package (nothing downloaded)."""
+    import json as _json
+
+    from posttrain_arena.challenges.micro import RELEVANT, build_micro
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.auth import SYSTEM
+    from posttrain_arena.service.challenges import create_challenge, to_out
+    from posttrain_arena.service.config import Settings
+    from posttrain_arena.service.schemas import ChallengeCreate
+
+    settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
+    try:
+        db = open_database(settings)  # creates the data directory
+        ch = build_micro(Path(settings.data_dir) / "challenges" / f"micro-seed{seed}", seed=seed)
+        model_key = _json.loads((Path(ch.model) / "pretraining.json").read_text())["key"]
+        body = ChallengeCreate(
+            slug="micro", title=f"Micro challenge (seed {seed})", base_model=ch.model,
+            base_model_revision=model_key, recipe=ch.recipes[RELEVANT], suite_path=ch.suite,
+            description="Sixteen procedural shell-task families on a tiny from-scratch "
+            "model: the whole loop on two CPU cores (`arena demo` runs it locally).")
+        with db.write() as s:
+            out = to_out(create_challenge(s, SYSTEM, body))
+    except Exception as exc:  # the organizer's first command: say what failed and where
+        typer.echo(f"create-micro-challenge failed: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(out.model_dump_json(indent=2))
+
+
 def register(app: typer.Typer) -> None:
-    """Add `arena demo` to the root app."""
+    """Add `arena demo` to the root app, and `arena admin create-micro-challenge`."""
+    from posttrain_arena.cli.groups import admin_app
+
+    admin_app.command("create-micro-challenge")(create_micro_challenge)
 
     @app.command("demo")
     def demo(
@@ -103,11 +230,17 @@ def register(app: typer.Typer) -> None:
         if backend not in ("local", "docker", "auto"):
             typer.echo(f"--backend must be local, docker or auto (got {backend!r})", err=True)
             raise typer.Exit(2)
-        bars = _Bars()
+        sink: _Bars | _Lines
+        if sys.stderr.isatty():
+            sink = _Bars()
+            sink.bars.console.print(_plan(compare, seed))
+            shown: Any = sink.bars
+        else:
+            sink = shown = _Lines(_plan(compare, seed))
         try:
-            with bars.bars:
+            with shown:
                 result = run_demo(workdir, seed=seed, compare=compare, backend=backend,
-                                  resume=resume, progress=bars)
+                                  resume=resume, progress=sink)
         except Exception as exc:  # the demo's failure is the user's first impression: say why
             typer.echo(f"arena demo failed: {type(exc).__name__}: {exc}", err=True)
             raise typer.Exit(1) from None

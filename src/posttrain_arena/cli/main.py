@@ -46,7 +46,7 @@ COMMAND_AREAS: dict[str, tuple[str, ...]] = {
     "demo": ("demo",),
     "serve": ("service",),
     "worker": ("service",),
-    "admin": ("service",),
+    "admin": ("service", "demo"),
     "challenges": ("client",),
     "validate": ("client",),
     "submit": ("client",),
