@@ -43,7 +43,13 @@ FORMAT = "docker-image-v1"
 LABEL = "posttrain-arena"
 # PID 1: waits forever, reaps orphans (dash's wait collects any child), and restarts its
 # sleep when kill_all's `kill -9 -1` takes it; SIGKILL from the engine ends it at once.
-ANCHOR = "trap 'exit 0' TERM INT; while :; do sleep 2147483647 & wait $!; done"
+# Its sleep is found once, by absolute path, before any agent runs: never by PATH lookup,
+# so no program planted on a PATH directory is what PID 1 restarts between phases (a
+# change to those paths voids shared verification: shared.runtime_changes).
+ANCHOR = ("trap 'exit 0' TERM INT; "
+          "for s in /bin/sleep /usr/bin/sleep /usr/local/bin/sleep; do "
+          "[ -x \"$s\" ] && break; done; "
+          "while :; do \"$s\" 2147483647 & wait $!; done")
 
 
 def docker_client(timeout: int = 600) -> Any:
