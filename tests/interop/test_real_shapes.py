@@ -250,3 +250,22 @@ def test_leaks_not_in_the_image_or_removed_are_not_errors(tmp_path: Path) -> Non
         "environment/Dockerfile": "FROM python:3.13-slim\nWORKDIR /app\nCOPY . /app\n"
                                   "RUN python3 -c 'print(1)' && rm /app/expected.txt\n"})
     assert _leaks(check_task(removed)) == {"expected.txt": "warning"}
+
+
+# --- bad input: each a clear error naming the file and the fix ---------------------------
+
+
+def test_bad_input_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    # BenchFlow's harbor-parity example asks for a GPU in task.md's sandbox section
+    gpu = write_benchflow_task(tmp_path / "gpu", toml=False)
+    text = (gpu / "task.md").read_text().replace("gpus: 0", "gpus: 1")
+    (gpu / "task.md").write_text(text)
+    [error] = [f for f in check_task(gpu).errors if f.field == "sandbox.gpus"]
+    assert error.path.endswith("task.md") and error.line is not None
+    assert "without GPUs" in error.message and "gpus: 0" in error.message
+    # a folder of none of the formats
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "README.md").write_text("not a task\n")
+    [layout] = check_task(tmp_path / "notes").errors
+    assert "task.md" in layout.message and "task.toml" in layout.message
+    assert "arena task new" in layout.message

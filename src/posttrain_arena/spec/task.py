@@ -250,9 +250,18 @@ class EnvironmentSection(_Section):
         "(Harbor's `docker_image`); beside a Dockerfile it is ignored and the Dockerfile built",
     )
     gpus: int = Field(
-        default=0, ge=0, le=0,
+        default=0, json_schema_extra={"minimum": 0, "maximum": 0},
         description="GPUs for the task; only 0 is accepted (trials here get no GPU)",
     )
+
+    @field_validator("gpus")
+    @classmethod
+    def _no_gpus(cls, value: int) -> int:
+        if value != 0:
+            raise ValueError(f"the task asks for {value} GPU(s) and trials here run without "
+                             "GPUs; set gpus: 0 if it runs on CPU, else it cannot be "
+                             "verified here")
+        return value
 
 
 SUPPORTED_VERSION = (1, 3)
