@@ -18,7 +18,8 @@ from posttrain_arena.cli.main import app
 from posttrain_arena.spec.checks import check_task
 from posttrain_arena.spec.convert import behaviour, convert, dump_toml
 from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.package import Layout, TaskPackage, load_task
+from posttrain_arena.spec.layout import Layout
+from posttrain_arena.spec.package import TaskPackage, load_task
 from posttrain_arena.trial.runner import TrialRunner
 
 

@@ -13,7 +13,8 @@ from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.spec.checks import check_task
 from posttrain_arena.spec.collection import check_collection
 from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.package import Layout, TaskPackage, load_task
+from posttrain_arena.spec.layout import Layout
+from posttrain_arena.spec.package import TaskPackage, load_task
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner
 

@@ -137,7 +137,7 @@ def test_packages_declare_steps_the_same_way(tmp_path: Path) -> None:
 def test_convert_refuses_steps(tmp_path: Path) -> None:
     from posttrain_arena.spec.convert import convert
     from posttrain_arena.spec.findings import SpecError
-    from posttrain_arena.spec.package import Layout
+    from posttrain_arena.spec.layout import Layout
 
     with pytest.raises(SpecError, match="multi-step"):
         convert(write_multistep_task(tmp_path / "h"), Layout.POSTTRAIN, tmp_path / "o")

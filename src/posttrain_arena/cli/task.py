@@ -109,7 +109,7 @@ def convert(
     """
     from posttrain_arena.spec.convert import convert as run_convert
     from posttrain_arena.spec.findings import SpecError
-    from posttrain_arena.spec.package import Layout
+    from posttrain_arena.spec.layout import Layout
 
     try:
         layout = Layout(to)

@@ -26,20 +26,17 @@ from posttrain_arena.spec.compose import COMPOSE_FILE, compose_findings
 from posttrain_arena.spec.findings import Finding, Severity, SpecError
 from posttrain_arena.spec.harbor import parse_harbor
 from posttrain_arena.spec.inventory import Inventory, hash_contents, walk
+from posttrain_arena.spec.layout import LAYOUT_DIRS, Layout, detect_layout, task_toml_note
 from posttrain_arena.spec.leaks import leak_findings
 from posttrain_arena.spec.package import (
-    LAYOUT_DIRS,
     PROMPTS_DIR,
-    Layout,
     ParsedTaskMd,
     TaskPackage,
     VerifierKind,
-    detect_layout,
     harbor_verifier,
     missing_harbor_verifier,
     missing_verifier,
     parse_task_md,
-    task_toml_note,
 )
 from posttrain_arena.spec.task import TaskFrontmatter, unknown_keys
 

@@ -32,7 +32,8 @@ from posttrain_arena.spec.checks import check_task
 from posttrain_arena.spec.files import err
 from posttrain_arena.spec.findings import SpecError
 from posttrain_arena.spec.harbor import HARBOR_TESTS_MOUNT, INSTRUCTION_MD, TASK_TOML
-from posttrain_arena.spec.package import TASK_MD, Layout, TaskPackage, VerifierKind, load_task
+from posttrain_arena.spec.layout import TASK_MD, Layout
+from posttrain_arena.spec.package import TaskPackage, VerifierKind, load_task
 
 TEST_SH_FOR = {
     VerifierKind.VERIFIER_PY: """\

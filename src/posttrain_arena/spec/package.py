@@ -20,8 +20,15 @@ from posttrain_arena.spec.domain_map import category_notes
 from posttrain_arena.spec.domains import Domain
 from posttrain_arena.spec.files import read_small_file, read_text_file
 from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
-from posttrain_arena.spec.harbor import TASK_TOML, is_harbor, parse_harbor
+from posttrain_arena.spec.harbor import TASK_TOML, parse_harbor
 from posttrain_arena.spec.hashing import tree_hash
+from posttrain_arena.spec.layout import (
+    BENCHFLOW_TESTS_MOUNT,
+    LAYOUT_DIRS,
+    TASK_MD,
+    Layout,
+    detect_layout,
+)
 from posttrain_arena.spec.rubric import VERIFIER_MD, Rubric, read_rubric
 from posttrain_arena.spec.steps import Step, Strategy, parse_steps
 from posttrain_arena.spec.task import (
@@ -32,7 +39,6 @@ from posttrain_arena.spec.task import (
 )
 from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
 
-TASK_MD = "task.md"
 MAX_TASK_MD_BYTES = 1024 * 1024
 
 
@@ -42,28 +48,6 @@ class VerifierKind(StrEnum):
     VERIFIER_PY = "verifier.py"
     TEST_SH = "test.sh"
     PYTEST = "test_outputs.py"
-
-
-class Layout(StrEnum):
-    """Which published format the package directory is written in."""
-
-    POSTTRAIN = "posttrain"
-    """task.md, environment/, verifier/, oracle/"""
-    HARBOR = "harbor"
-    """task.toml, instruction.md, environment/, tests/, solution/ (Harbor, Terminal-Bench)"""
-    BENCHFLOW = "benchflow"
-    """task.md (read first; a task.toml beside it is not read), environment/, tests/,
-    solution/ (BenchFlow's own tasks)"""
-
-
-#: Per layout: (verifier folder, oracle folder).
-LAYOUT_DIRS: dict[Layout, tuple[str, str]] = {
-    Layout.POSTTRAIN: ("verifier", "oracle"),
-    Layout.HARBOR: ("tests", "solution"),
-    Layout.BENCHFLOW: ("tests", "solution"),
-}
-#: Where a BenchFlow task's tests/ appear to its test.sh (as Harbor's: /tests).
-BENCHFLOW_TESTS_MOUNT = "/tests"
 
 
 class TaskPackage(BaseModel):
@@ -322,45 +306,6 @@ def missing_verifier(root: Path, folder: str = "verifier") -> Finding:
 def is_task_dir(path: Path) -> bool:
     """Whether `path` holds a task package in either layout (task.md or task.toml)."""
     return (path / TASK_MD).is_file() or (path / TASK_TOML).is_file()
-
-
-def detect_layout(root: Path) -> Layout:
-    """The format `root` is written in; SpecError when it is none of them, or two that
-    conflict.
-
-    task.md is read first, as BenchFlow does: with verifier/ or oracle/ it is a
-    PostTrain package, with tests/ or solution/ (and neither of those) a BenchFlow task,
-    and a task.toml beside it is not read (`task_toml_note`). task.toml alone is a
-    Harbor task. verifier/ and tests/ both beside task.md really conflict: which one
-    scores the task cannot be told.
-    """
-    posttrain = (root / TASK_MD).exists() or (root / TASK_MD).is_symlink()
-    if posttrain:
-        ours = [d for d in ("verifier", "oracle") if (root / d).is_dir()]
-        theirs = [d for d in ("tests", "solution") if (root / d).is_dir()]
-        if "verifier" in ours and "tests" in theirs:
-            raise SpecError([_err("layout", str(root), "both verifier/ (the PostTrain "
-                                  "layout) and tests/ (the BenchFlow layout) beside task.md: "
-                                  "which one scores the task cannot be told. Keep one (move "
-                                  "tests/ into verifier/, or remove verifier/)")])
-        return Layout.BENCHFLOW if theirs and not ours else Layout.POSTTRAIN
-    if is_harbor(root):
-        return Layout.HARBOR
-    hint = (" It has envs/: check it as a collection (`arena collection check`)."
-            if (root / "envs").is_dir() else "")
-    raise SpecError([_err("layout", str(root), f"not a task package: no {TASK_MD} (the "
-                          f"PostTrain / BenchFlow layout) and no {TASK_TOML} (the Harbor "
-                          "layout). Point at the folder that holds one, or start one with "
-                          f"`arena task new`.{hint}")])
-
-
-def task_toml_note(root: Path) -> Finding | None:
-    """The warning for a task.toml that task.md makes unread (BenchFlow writes both)."""
-    if not is_harbor(root):
-        return None
-    return Finding(severity=Severity.WARNING, code="layout", path=str(root / TASK_TOML),
-                   message="task.md is read and this task.toml is not (BenchFlow reads "
-                   "task.md first); keep the limits you mean in task.md")
 
 
 def harbor_verifier(root: Path, steps: list[Step] | None = None) -> VerifierKind | None:
