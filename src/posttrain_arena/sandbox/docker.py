@@ -35,8 +35,12 @@ from posttrain_arena.sandbox.base import (
     SandboxError,
 )
 from posttrain_arena.sandbox.docker_session import DockerSession, OutputDir
-from posttrain_arena.sandbox.imagemap import apply_image_map, ensure_base_images, load_image_map
-from posttrain_arena.spec.dockerfile import base_images, parse_dockerfile
+from posttrain_arena.sandbox.imagemap import (
+    EngineImages,
+    apply_image_map,
+    ensure_base_images,
+    load_image_map,
+)
 from posttrain_arena.spec.hashing import tree_hash
 
 FORMAT = "docker-image-v1"
@@ -187,9 +191,10 @@ class DockerBackend:
         except (OSError, UnicodeDecodeError) as exc:
             raise BuildError(f"{context}/Dockerfile: cannot read it ({exc})") from exc
         mapped = apply_image_map(text, load_image_map())
-        ensure_base_images(mapped, f"{context}/Dockerfile", self._has_image, self._pull)
+        engine = EngineImages(self.client)
+        ensure_base_images(mapped, f"{context}/Dockerfile", engine.has, engine.pull)
         dockerfile = mapped if mapped != text else None
-        basis = tree_hash(context) + FORMAT + self._base_ids(mapped) + (dockerfile or "")
+        basis = tree_hash(context) + FORMAT + engine.base_ids(mapped) + (dockerfile or "")
         digest = hashlib.sha256(basis.encode()).hexdigest()
         tag = f"arena-env:{digest[:16]}"
         found = self._image(tag, digest)
@@ -209,38 +214,6 @@ class DockerBackend:
             if found is None:
                 raise BuildError(f"{context}: build finished without an image:\n{log[-3000:]}")
             return found
-
-    def _base_ids(self, text: str) -> str:
-        """Ids of the local images the Dockerfile starts FROM, so that re-bootstrapped
-        base images give new tags instead of stale reuse."""
-        import docker.errors
-
-        ids = []
-        for base in base_images(parse_dockerfile(text)):
-            try:
-                ids.append(str(self.client.api.inspect_image(base.image)["Id"]))
-            except docker.errors.APIError:
-                ids.append(base.image)  # not here (yet): the name stands in
-        return "|".join(ids)
-
-    def _has_image(self, name: str) -> bool:
-        import docker.errors
-
-        try:
-            self.client.api.inspect_image(name)
-        except docker.errors.ImageNotFound:
-            return False
-        return True
-
-    def _pull(self, name: str) -> str | None:
-        """Pull `name`; None when it arrived, else the engine's reason."""
-        import docker.errors
-
-        try:
-            self.client.api.pull(name)  # docker-py splits name:tag and name@digest
-        except docker.errors.APIError as exc:
-            return str(exc.explanation or exc)
-        return None if self._has_image(name) else "the pull reported success but no image"
 
     def _run_build(
         self, context: Path, tag: str, digest: str, task_name: str, deadline: float,

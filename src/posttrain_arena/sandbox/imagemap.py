@@ -30,6 +30,7 @@ import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from posttrain_arena.paths import cache_home
 from posttrain_arena.sandbox.base import BuildError
@@ -101,6 +102,45 @@ def ensure_base_images(text: str, where: str, have: Callable[[str], bool],
         if why is None:
             continue
         raise MissingBaseImage(missing_message(base.image, f"{where}:{base.line}", why))
+
+
+class EngineImages:
+    """The Docker engine's images, as `ensure_base_images` and the build's cache key ask."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def has(self, name: str) -> bool:
+        import docker.errors
+
+        try:
+            self.client.api.inspect_image(name)
+        except docker.errors.ImageNotFound:
+            return False
+        return True
+
+    def pull(self, name: str) -> str | None:
+        """Pull `name`; None when it arrived, else the engine's reason."""
+        import docker.errors
+
+        try:
+            self.client.api.pull(name)  # docker-py splits name:tag and name@digest
+        except docker.errors.APIError as exc:
+            return str(exc.explanation or exc)
+        return None if self.has(name) else "the pull reported success but no image"
+
+    def base_ids(self, text: str) -> str:
+        """Ids of the images the Dockerfile starts FROM, so that a re-bootstrapped or
+        re-mapped base gives a new build key instead of stale reuse."""
+        import docker.errors
+
+        ids = []
+        for base in base_images(parse_dockerfile(text)):
+            try:
+                ids.append(str(self.client.api.inspect_image(base.image)["Id"]))
+            except docker.errors.APIError:
+                ids.append(base.image)  # not here (yet): the name stands in
+        return "|".join(ids)
 
 
 def missing_message(image: str, where: str, why: str) -> str:
