@@ -131,7 +131,6 @@ def _print_tails(console: Any, record: Path, kind: str) -> None:
     """The last lines of what the failing trial's phases printed, and the transcript's
     path: a verifier's ModuleNotFoundError must not hide behind "reward: 0.0"."""
     transcript = record / "transcript.json"
-    shown = False
     if transcript.is_file():
         try:
             messages = json.loads(transcript.read_text(encoding="utf-8")).get("messages", [])
@@ -141,15 +140,11 @@ def _print_tails(console: Any, record: Path, kind: str) -> None:
                 and m.get("role") == "tool" and m.get("content")]
         if said:
             _tail(console, f"{kind} phase output", said[-1])
-            shown = True
         console.print(f"transcript: {transcript}", highlight=False)
     for name in ("stdout.txt", "stderr.txt"):
         path = record / "verifier" / name
         if path.is_file() and path.stat().st_size:
             _tail(console, f"verifier {name[:-4]}", path.read_text(errors="replace"))
-            shown = True
-    if not shown:
-        console.print("(no phase printed anything)", highlight=False)
 
 
 def _tail(console: Any, label: str, text: str) -> None:
