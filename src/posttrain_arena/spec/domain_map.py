@@ -33,6 +33,7 @@ TAG_WEIGHT = 1.0
 PROMPT_WEIGHT = 0.25
 MIN_WEIGHT = 1.0
 _SOURCE_SCALE = {"category": 0.9, "tags": 0.8, "prompt": 0.5}
+SLUG_RULE = "the category is a domain slug"
 _PROMPT_CHARS = 4000  # the prompt's opening says what it is about; keeps checks fast
 
 _WORDS: dict[Domain, str] = {
@@ -117,7 +118,7 @@ def map_domain(category: object, tags: list[str] | None = None,
     """The domain the rule in this module's docstring gives a package."""
     text = "" if category is None else str(category)
     if _slug(text) in SLUGS:
-        return DomainMapping(Domain(_slug(text)), 1.0, "the category is a domain slug")
+        return DomainMapping(Domain(_slug(text)), 1.0, SLUG_RULE)
     weights: dict[Domain, float] = {}
     hits: dict[Domain, list[str]] = {}
     sources: dict[Domain, set[str]] = {}
@@ -156,7 +157,7 @@ def category_notes(meta: dict[str, object], prompt: str) -> tuple[dict[str, obje
     tags = [raw_tags] if isinstance(raw_tags, str) else \
         [str(t) for t in raw_tags] if isinstance(raw_tags, list) else []
     mapping = map_domain(category, tags, prompt)
-    if mapping.rule == "the category is a domain slug":
+    if mapping.rule == SLUG_RULE:
         return meta, None
     out = dict(meta)
     out["category"] = mapping.domain.value
