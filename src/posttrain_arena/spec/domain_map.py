@@ -7,13 +7,15 @@ task.md and task.toml alike:
 1. A category that is a domain slug (any case, spaces or underscores for hyphens) is
    that domain, confidence 1.0.
 2. Otherwise the category's words, the tags' words and the prompt's words are looked up
-   in `KEYWORDS` (one table: word -> domain). Each hit votes for its domain with the
-   weight of where it was found: category 3, tag 1, prompt 0.25 (a prompt mentions many
-   things in passing; a category is the author's statement of what the task is about).
+   in `KEYWORDS` (one table: word -> domain). Each distinct word of each source votes
+   for its domain once, with the weight of where it was found: category 3, tag 1,
+   prompt 0.25 (a prompt mentions many things in passing; a category is the author's
+   statement of what the task is about).
 3. The domain with the most weight wins when it holds at least `MIN_WEIGHT` (one tag or
    the category, never the prompt alone by a word or two) and more than any other domain.
    Its confidence is its share of all the weight cast, scaled by where the signal came
-   from (category 0.9, tags only 0.8, prompt only 0.5; only a slug is 1.0), rounded to two places.
+   from (category 0.9, tags only 0.8, prompt only 0.5; only a slug is 1.0), rounded to
+   two places.
 4. Anything else is `Domain.UNKNOWN`, with a warning naming the category: an unmapped
    task is never filed under software-engineering by default.
 
@@ -100,10 +102,10 @@ def _slug(text: str) -> str:
 
 
 def _votes(text: str) -> list[tuple[str, Domain]]:
-    """(word, domain) for each keyword in `text`: whole hyphenated words first (so
-    "scientific-computing" counts once), then their parts."""
+    """(word, domain) for each distinct keyword in `text`: whole hyphenated words first
+    (so "scientific-computing" counts once), then their parts."""
     out: list[tuple[str, Domain]] = []
-    for token in _TOKEN.findall(text.lower()):
+    for token in dict.fromkeys(_TOKEN.findall(text.lower())):  # in order, once each
         if token in NEUTRAL:
             continue
         if token in KEYWORDS:
