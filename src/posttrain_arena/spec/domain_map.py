@@ -46,7 +46,8 @@ _WORDS: dict[Domain, str] = {
         testing file-operations file-management filesystem shell bash flink erlang rust
         golang javascript typescript java python c++ cython docker kubernetes networking
         server performance machine-learning model-training ml-implementation ml pytorch
-        torch tensorflow nlp llm inference deployment packaging algorithms algorithm""",
+        torch tensorflow nlp llm inference deployment packaging algorithms algorithm regex
+        parsing parser string-parsing""",
     Domain.CYBERSECURITY: """security cybersecurity cyber crypto cryptography cryptanalysis
         ctf exploit exploitation vulnerability vulnerabilities malware forensics intrusion
         pentest penetration reverse-engineering suricata firewall phishing cve password
