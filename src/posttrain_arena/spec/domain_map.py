@@ -123,17 +123,15 @@ def map_domain(category: object, tags: list[str] | None = None,
     if _slug(text) in SLUGS:
         return DomainMapping(Domain(_slug(text)), 1.0, SLUG_RULE)
     weights: dict[Domain, float] = {}
-    hits: dict[Domain, list[str]] = {}
-    sources: dict[Domain, set[str]] = {}
+    hits: dict[tuple[Domain, str], list[str]] = {}  # (domain, source) -> its words
     inputs = [("category", text, CATEGORY_WEIGHT)]
     inputs += [("tags", str(tag), TAG_WEIGHT) for tag in tags or []]
     inputs.append(("prompt", prompt[:_PROMPT_CHARS], PROMPT_WEIGHT))
     for source, words, weight in inputs:
         for word, domain in _votes(words):
             weights[domain] = weights.get(domain, 0.0) + weight
-            if word not in hits.setdefault(domain, []):
-                hits[domain].append(word)
-            sources.setdefault(domain, set()).add(source)
+            if word not in hits.setdefault((domain, source), []):
+                hits[(domain, source)].append(word)
     ranked = sorted(weights.items(), key=lambda kv: -kv[1])
     if not ranked or ranked[0][1] < MIN_WEIGHT or (len(ranked) > 1
                                                    and ranked[1][1] == ranked[0][1]):
@@ -143,10 +141,10 @@ def map_domain(category: object, tags: list[str] | None = None,
             and ranked[1][1] == ranked[0][1] else "too few words point to one domain"
         return DomainMapping(Domain.UNKNOWN, 0.0, f"{shown}: {why}")
     domain, best = ranked[0]
-    strongest = next(s for s in ("category", "tags", "prompt") if s in sources[domain])
+    strongest = next(s for s in ("category", "tags", "prompt") if (domain, s) in hits)
     confidence = round(best / sum(weights.values()) * _SOURCE_SCALE[strongest], 2)
-    words = ", ".join(repr(w) for w in hits[domain][:4])
-    return DomainMapping(domain, confidence, f"{strongest} word(s) {words}")
+    words = ", ".join(repr(w) for w in hits[(domain, strongest)][:4])
+    return DomainMapping(domain, confidence, f"the {strongest}: word(s) {words}")
 
 
 def category_notes(meta: dict[str, object], prompt: str) -> tuple[dict[str, object],
