@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.interop.harbor_kit import SOLVE_SH_AT_SOLUTION, write_harbor_task
+from tests.interop.harbor_kit import SOLVE_SH_AT_SOLUTION, TEST_SH, write_harbor_task
 from tests.spec.conftest import write_package
 
 from posttrain_arena.agents.empty import EmptyAgent
@@ -80,12 +80,31 @@ def test_unsupported_harbor_features_are_errors(tmp_path: Path, extra: str,
         assert error.path.endswith("docker-compose.yaml")
 
 
-def test_allowlist_network_and_verifier_env_are_refused(tmp_path: Path) -> None:
+def test_allowlist_network_and_host_verifier_env_are_refused(tmp_path: Path) -> None:
+    # SkillsBench pg-essay-to-audiobook: OPENAI_API_KEY = "${OPENAI_API_KEY}" (a host secret)
     root = write_harbor_task(tmp_path / "t")
     text = (root / "task.toml").read_text().replace('"no-network"', '"allowlist"')
-    (root / "task.toml").write_text(text + '\n[verifier.env]\nAPI_KEY = "x"\n')
-    fields = {f.field for f in check_task(root).errors}
-    assert fields == {"environment.network_mode", "verifier.env"}
+    (root / "task.toml").write_text(text + '\n[verifier.env]\nAPI_KEY = "${API_KEY}"\n')
+    errors = {f.field: f.message for f in check_task(root).errors}
+    assert set(errors) == {"environment.network_mode", "verifier.env"}
+    assert "variable of the host" in errors["verifier.env"]
+    for name in ("PATH", "PYTHONPATH", "LD_PRELOAD", "BENCHFLOW_VERIFIER_DIR"):
+        (root / "task.toml").write_text(text.replace('"allowlist"', '"no-network"')
+                                        + f'\n[verifier.env]\n{name} = "/x"\n')
+        [error] = check_task(root).errors
+        assert error.field == "verifier.env" and name in error.message
+
+
+@pytest.mark.bwrap
+def test_verifier_env_constants_reach_the_verifier(tmp_path: Path) -> None:
+    # SkillsBench fix-druid-loophole-cve: [verifier.env] DRUID_VERSION = "0.20.0", ...
+    root = write_harbor_task(tmp_path / "t", files={"tests/test.sh": TEST_SH.replace(
+        'expected=$(cat /tests/expected.txt)', 'expected=$WORD_COUNT')})
+    text = (root / "task.toml").read_text()
+    (root / "task.toml").write_text(text + '\n[verifier.env]\nWORD_COUNT = 5\n')
+    task = load_task(root)
+    assert task.frontmatter.verifier.env == {"WORD_COUNT": "5"}
+    _oracle_passes_empty_fails(task, "local")
 
 
 def test_strict_limits_in_task_toml_are_located(tmp_path: Path) -> None:

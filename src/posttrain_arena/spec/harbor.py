@@ -12,9 +12,10 @@
 `parse_harbor(root)` maps task.toml onto the same `TaskFrontmatter` that task.md
 gives, so trials, checks and collections treat both alike. What this arena cannot do
 as Harbor does is refused with the file, the key and the fix: GPUs,
-`network_mode = "allowlist"`, verifier environment variables, a compose file with
-services besides `main` (several containers). A `docker_image` with no Dockerfile is
-kept as `environment.docker_image` (the image is used as it is). `[[steps]]`
+`network_mode = "allowlist"`, verifier environment variables of the host (`${NAME}`),
+a compose file with services besides `main` (several containers). A `docker_image`
+with no Dockerfile is kept as `environment.docker_image` (the image is used as it is);
+`[verifier] env` constants are passed to the verifier. `[[steps]]`
 multi-step tasks are read by `spec/steps.py`. Descriptive keys (`[metadata]`,
 `[task]`, `artifacts`, ...) are never errors.
 """
@@ -176,7 +177,8 @@ def to_frontmatter(data: dict[str, Any], workdir: str | None, prompt: str = "", 
         else:
             env["docker_image"] = image.strip()
     agent = {k: v for k, v in _table(data, "agent").items() if k == "timeout_sec"}
-    verifier = {k: v for k, v in _table(data, "verifier").items() if k == "timeout_sec"}
+    verifier = {k: v for k, v in _table(data, "verifier").items()
+                if k in ("timeout_sec", "env")}
     verifier["mount"] = HARBOR_TESTS_MOUNT
     # limits this arena adds, kept by `arena task convert --to harbor` in a free-form table
     arena = meta.pop("arena", None)
@@ -214,10 +216,6 @@ def _unsupported(root: Path, data: dict[str, Any], lines: dict[str, int],
         refuse("environment.network_mode", f"network_mode {mode!r} is not supported: use "
                '"no-network", or "public" for full access (host allowlists are not enforced '
                "here)")
-    if _table(data, "verifier").get("env"):
-        refuse("verifier.env", "verifier environment variables are not passed here (the "
-               "verifier runs with a fixed environment); remove [verifier] env or put the "
-               "values in tests/")
     return out
 
 

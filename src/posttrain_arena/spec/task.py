@@ -24,6 +24,9 @@ from pydantic import (
 from posttrain_arena.spec.domains import Domain
 
 DIFFICULTIES = ("easy", "medium", "hard")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_RESERVED = frozenset({"PATH", "HOME", "BASH_ENV", "ENV", "SHELL", "IFS", "CDPATH"})
+_ENV_RESERVED_PREFIXES = ("LD_", "PYTHON", "BENCHFLOW_", "ARENA_", "PYTEST_")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
 
 
@@ -193,6 +196,14 @@ class VerifierSection(_Section):
         ),
     )
 
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables the verifier's commands get (Harbor's [verifier] env): "
+        "constants only; host variables (${NAME}) and names the harness sets or that steer "
+        "program lookup (PATH, HOME, LD_*, PYTHON*, BASH_ENV, ENV, BENCHFLOW_*, ARENA_*) "
+        "are refused",
+    )
+
     mount: str = Field(
         default="/verifier",
         description=(
@@ -211,6 +222,28 @@ class VerifierSection(_Section):
             raise ValueError(f"verifier mount {value!r} is a path the harness or the agent "
                              "uses; pick another, such as /tests")
         return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_constants(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for name, raw in value.items():
+            text = _text(raw) if not isinstance(raw, dict | list) else None
+            if not isinstance(name, str) or not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if name in _ENV_RESERVED or name.startswith(_ENV_RESERVED_PREFIXES):
+                raise ValueError(f"{name} is set by the harness or steers what the verifier "
+                                 "runs; it cannot be given to the verifier")
+            if text is None:
+                raise ValueError(f"{name}: the value must be text or a number")
+            if "${" in text:
+                raise ValueError(f"{name}={text!r} asks for a variable of the host, and "
+                                 "nothing of the host is passed to verifiers (a secret "
+                                 "would leak into the record); give a constant or drop it")
+            out[name] = text
+        return out
 
     @field_validator("state_paths")
     @classmethod

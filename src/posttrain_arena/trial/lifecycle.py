@@ -259,6 +259,7 @@ def fresh_command(plan: TrialPlan) -> VerifierCommand:
     return build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
                          harness_dir=HARNESS_DIR, workdir=plan.workdir,
                          base_env=dict(plan.image.env), isolate_site=False,
+                         task_env=plan.task.frontmatter.verifier.env,
                          shell=test_sh_shell(plan.task.verifier_dir / "test.sh"))
 
 

@@ -98,6 +98,7 @@ def verify_shared(plan: TrialPlan, session: Session, roots: list[str]) -> Readin
     command = build_command(plan.task.verifier_kind, verifier_dir=f"{vroot}/verifier",
                             harness_dir=f"{vroot}/harness", workdir=plan.workdir,
                             base_env=None, isolate_site=True, logs_dir=logs,
+                            task_env=plan.task.frontmatter.verifier.env,
                             pycache_prefix=f"{vroot}/pycache")
     reading = verification.run(plan, session, command)
     assert reading is not None  # no prefix: the verifier always ran

@@ -91,6 +91,7 @@ def build_command(
     harness_dir: str,
     workdir: str,
     base_env: Mapping[str, str] | None = None,
+    task_env: Mapping[str, str] | None = None,
     isolate_site: bool = False,
     logs_dir: str = LOGS_DIR,
     pycache_prefix: str | None = None,
@@ -99,8 +100,10 @@ def build_command(
     """The command that runs a verifier entry point.
 
     `base_env` is the image's environment (fresh mode: a pristine image's, trusted);
-    shared mode passes none, so PATH is pinned. `isolate_site` runs Python with `-S`
-    and adds site-packages without executing .pth files or sitecustomize;
+    shared mode passes none, so PATH is pinned. `task_env`: the task's own constants
+    (`verifier.env`, whose model refuses names that steer lookup or that the harness
+    sets); they come after the image's and before the harness's. `isolate_site` runs
+    Python with `-S` and adds site-packages without executing .pth files or sitecustomize;
     `pycache_prefix` makes Python read bytecode only from that (fresh) directory;
     `shell`: how test.sh runs (see test_sh_shell; bash by default).
     """
@@ -108,6 +111,7 @@ def build_command(
                *(["-X", f"pycache_prefix={pycache_prefix}"] if pycache_prefix else [])]
     env = {k: v for k, v in (base_env or {}).items()
            if not k.startswith(("PYTHON", "BASH")) and k != "ENV"}
+    env.update(task_env or {})
     env.setdefault("PATH", DEFAULT_PATH)
     if base_env is None:
         env["PATH"] = DEFAULT_PATH
