@@ -128,3 +128,19 @@ def test_cli_convert(tmp_path: Path) -> None:
     assert again.exit_code == 1 and "exists" in again.output
     bad = runner.invoke(app, ["task", "convert", str(BASE), str(tmp_path / "z"), "--to", "x"])
     assert bad.exit_code == 2
+
+
+def test_verifier_env_and_a_prebuilt_image_survive_conversion(tmp_path: Path) -> None:
+    src = write_harbor_task(tmp_path / "h")
+    text = (src / "task.toml").read_text().replace(
+        'network_mode = "no-network"', 'network_mode = "no-network"\ndocker_image = "x/y:1"')
+    (src / "task.toml").write_text(text + '\n[verifier.env]\nWORD_COUNT = "5"\n')
+    (src / "environment" / "Dockerfile").unlink()
+    (src / "environment" / "words.txt").unlink()
+    (src / "environment").rmdir()
+    convert(src, Layout.POSTTRAIN, tmp_path / "p")
+    back = load_task(tmp_path / "p")
+    assert back.frontmatter.verifier.env == {"WORD_COUNT": "5"}
+    assert back.prebuilt_image == "x/y:1"
+    convert(tmp_path / "p", Layout.HARBOR, tmp_path / "again")
+    assert load_task(tmp_path / "again").frontmatter.verifier.env == {"WORD_COUNT": "5"}

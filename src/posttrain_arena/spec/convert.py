@@ -85,7 +85,8 @@ def convert(source: Path, to: Layout, out: Path) -> Conversion:
     if out.exists() or out.is_symlink():
         raise SpecError([err("convert", str(out), "the output folder exists; give a new path")])
     out.mkdir(parents=True)
-    shutil.copytree(task.environment_dir, out / "environment", symlinks=True)
+    if task.environment_dir.is_dir():  # a task with only a prebuilt image may have none
+        shutil.copytree(task.environment_dir, out / "environment", symlinks=True)
     done = _to_harbor(task, out) if to is Layout.HARBOR else _to_posttrain(task, out)
     written = load_task(out)
     if behaviour(written) != behaviour(task):
@@ -104,6 +105,7 @@ def behaviour(task: TaskPackage) -> dict[str, Any]:
     return {"prompt": task.prompt, "domain": task.domain.value,
             "agent_timeout_sec": fm.agent.timeout_sec,
             "verifier_timeout_sec": fm.verifier.timeout_sec,
+            "verifier_env": dict(fm.verifier.env), "prebuilt_image": task.prebuilt_image,
             "state_paths": list(fm.verifier.state_paths), "environment": env,
             "rubric": task.rubric.model_dump() if task.rubric else None,
             "steps": [st.model_dump(exclude={"verifier_dir", "oracle_dir"}) for st in task.steps],
@@ -142,11 +144,14 @@ def _to_harbor(task: TaskPackage, out: Path) -> Conversion:
         "task": {"name": f"posttrain/{task.name}"},
         "metadata": {**meta, "arena": arena},
         "agent": {"timeout_sec": fm.agent.timeout_sec},
-        "verifier": {"timeout_sec": fm.verifier.timeout_sec},
+        "verifier": {"timeout_sec": fm.verifier.timeout_sec,
+                     **({"env": dict(fm.verifier.env)} if fm.verifier.env else {})},
         "environment": {"build_timeout_sec": env.build_timeout_sec, "cpus": env.cpus,
                         "memory_mb": env.memory_mb, "storage_mb": env.storage_mb,
                         "network_mode": "public" if env.allow_internet else "no-network",
-                        "workdir": env.workdir},
+                        "workdir": env.workdir,
+                        **({"docker_image": task.prebuilt_image} if task.prebuilt_image
+                           else {})},
     }
     (out / TASK_TOML).write_text(dump_toml(tables), encoding="utf-8")
     return Conversion(source=str(task.root), target=str(out), layout=Layout.HARBOR, notes=notes)
