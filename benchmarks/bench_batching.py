@@ -7,6 +7,11 @@ in the same process. It prints tokens per second of each and their ratio, for a
 decode-heavy load (short prompts, long answers) and a prefill-heavy one (long prompts).
 
     .venv/bin/python benchmarks/bench_batching.py [--rows 8] [--rounds 3]
+    .venv/bin/python benchmarks/bench_batching.py --model ~/.cache/posttrain-arena/micro-base/HASH
+
+With `--model`, a real model folder (the micro base) decodes the model agent's first
+turn of `--rows` different prompts at the micro recipe's sampling (48 new tokens,
+temperature 0.7), one thread as the pipeline runs it.
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ def model() -> Any:
     return Qwen2ForCausalLM(config).eval()
 
 
-def run(lm: Any, invariant: bool, prompts: list[list[int]], new: int) -> float:
+def run(lm: Any, invariant: bool, prompts: list[list[int]], new: int,
+        temperature: float = 1.0) -> float:
+    """Tokens per second of every prompt decoded to `new` tokens (no end token)."""
     batcher = BatchedGenerator(lm, eos_ids=[-1], pad_id=0, max_batch=len(prompts),
                                gather_sec=0.2)
     batcher.invariant = invariant
-    sampling = SamplingParams(temperature=1.0, max_new_tokens=new, seed=0)
+    sampling = SamplingParams(temperature=temperature, max_new_tokens=new, seed=0)
     threads = [threading.Thread(target=batcher.generate, args=(p, sampling)) for p in prompts]
     t0 = time.perf_counter()
     for t in threads:
@@ -49,11 +56,36 @@ def run(lm: Any, invariant: bool, prompts: list[list[int]], new: int) -> float:
     return rate
 
 
+def real_prompts(folder: str, rows: int) -> tuple[Any, list[list[int]]]:
+    from posttrain_arena.agents.model import TOOLS, initial_messages
+    from posttrain_arena.models.transformers_local import TransformersChatModel
+
+    chat = TransformersChatModel.from_pretrained(folder, device="cpu")
+    prompts = []
+    for i in range(rows):
+        messages = [{"role": m.role, "content": m.content} for m in initial_messages(
+            f"Print line {i + 3} of notes{i}.txt into answer.txt, nothing else.", 120)]
+        prompts.append(chat.prompt_ids(messages, TOOLS))
+    return chat.model, prompts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", default=None, help="a model folder (the micro base)")
     args = parser.parse_args()
+    torch.set_num_threads(1)  # what the pipeline sets on CPU (runtime.torch_threads = 0)
+    if args.model:
+        lm, prompts = real_prompts(args.model, args.rows)
+        rates: dict[bool, list[float]] = {True: [], False: []}
+        for r in range(args.rounds):
+            for invariant in ((True, False) if r % 2 == 0 else (False, True)):
+                rates[invariant].append(run(lm, invariant, prompts, 48, temperature=0.7))
+        inv, plain = statistics.median(rates[True]), statistics.median(rates[False])
+        print(f"{args.model}: {args.rows} first turns, row-invariant {inv:,.0f} tok/s, "
+              f"plain {plain:,.0f} tok/s, ratio {inv / plain:.2f}x (median of {args.rounds})")
+        return
     lm = model()
     gen = torch.Generator().manual_seed(1)
     loads = {"decode (prompts 40-120, 128 new)": ([40 + 10 * i for i in range(args.rows)], 128),

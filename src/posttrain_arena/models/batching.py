@@ -13,11 +13,13 @@ the longest row still decoding.
 
 What a request gets does not depend on the batch it ran in, to the last bit:
 
-* every forward pass runs with each row computed as if alone (models/invariant.py:
-  one-row products for the linear layers, attention over the row's own keys only), so a
-  row's logits are bit-identical alone and beside any rows, wherever it sits and
-  whatever joins or leaves; which rows share a batch depends on timing, and a result
-  that depended on it would make a trial's verdict depend on when it ran;
+* each request's prompt is prefilled alone (one request per pass: exactly its pass
+  alone), and every decode step computes each row as if alone (models/invariant.py:
+  one-row products for the linear layers, attention over the row's own keys with sums
+  in a fixed order), so a row's logits are bit-identical alone and beside any rows,
+  wherever it sits and whatever joins or leaves; which rows share a batch depends on
+  timing, and a result that depended on it would make a trial's verdict depend on when
+  it ran;
 * completion ids up to and including the end token, and the logprob of each under
   logits / temperature (plain logits when greedy), before top-p truncation: what
   `TransformersChatModel` records and GRPO's ratio needs;
@@ -169,23 +171,26 @@ class BatchedGenerator:
         import torch
 
         rows: _Rows | None = None
-        invariant = row_invariant(self.model) if self.invariant else contextlib.nullcontext()
-        with torch.no_grad(), invariant:
+        with torch.no_grad():
             while True:
                 if rows is None:
                     room = self.max_batch
                 else:  # a cache that cannot be merged (see can_join) runs alone
                     room = self.max_batch - len(rows.requests) if rows.can_join else 0
                 joining = self._take(room) if room else []
-                if joining:
+                # Row-invariant: each request's prompt is prefilled alone (the same pass it
+                # gets alone, plain kernels), then its cache joins the batch's.
+                groups = [[r] for r in joining] if self.invariant else (
+                    [joining] if joining else [])
+                for group in groups:
                     try:
-                        new = _Rows(self, joining)
+                        new = _Rows(self, group)
                     except Exception as exc:  # a bad prompt fails its own group only
-                        for request in joining:
+                        for request in group:
                             request.error = exc
                             request.done.set()
                     else:
-                        taken += joining
+                        taken += group
                         if rows is None:
                             rows = new
                         else:
@@ -206,16 +211,21 @@ class BatchedGenerator:
                 rows.select(keep)
                 rows.advance()
 
-    def _forward(self, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
+    def _forward(self, ids: Any, mask: Any, positions: Any, cache: Any,
+                 decode: bool = False) -> Any:
         """One forward pass; the cache is read and extended in place. By keyword, so that
-        wrappers (PEFT) pass it on."""
+        wrappers (PEFT) pass it on. A decode step of an invariant batcher computes each
+        row as if alone (models/invariant.py); a prefill is of one request already."""
         self.stats.passes += 1
         self.stats.rows += ids.shape[0]
         self.stats.widest = max(self.stats.widest, ids.shape[0])
         self.stats.cells += mask.numel()
         self.stats.padding += mask.numel() - int(mask.sum())
-        return self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                          use_cache=True, logits_to_keep=1, **{_cache_keyword(): cache})
+        alone = row_invariant(self.model) if decode and self.invariant else (
+            contextlib.nullcontext())
+        with alone:
+            return self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                              use_cache=True, logits_to_keep=1, **{_cache_keyword(): cache})
 
     def _choose(self, requests: list[_Request], logits: Any) -> None:
         """Pick every row's next token; record it and its logprob. Every operation here
@@ -341,7 +351,8 @@ class _Rows:
                             device=self.mask.device)
         self.mask = torch.cat([self.mask, torch.ones_like(step)], dim=-1)
         self.last = self.last + 1
-        self.logits = self.owner._forward(step, self.mask, self.last, self.cache).logits[:, -1]
+        self.logits = self.owner._forward(step, self.mask, self.last, self.cache,
+                                          decode=True).logits[:, -1]
 
     def absorb(self, other: _Rows) -> None:
         """Append another group's rows (both waiting for their next token): caches and

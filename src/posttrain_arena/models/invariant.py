@@ -40,9 +40,16 @@ _done: list[bool] = []
 
 
 def supports(model: Any) -> bool:
-    """Whether `model` dispatches attention by name (transformers' attention interface)."""
+    """Whether `model` dispatches attention by name (transformers' attention interface)
+    and its linear layers run their class's own forward (accelerate's offloading hooks,
+    for one, replace it per instance: such a model is left as it is)."""
+    import torch
+
     config = getattr(model, "config", None)
-    return config is not None and hasattr(config, "_attn_implementation")
+    if config is None or not hasattr(config, "_attn_implementation"):
+        return False
+    return all("forward" not in vars(m) for m in model.modules()
+               if isinstance(m, torch.nn.Linear))
 
 
 @contextlib.contextmanager
@@ -144,24 +151,24 @@ def _decode_attention(query: Any, key: Any, value: Any, own_keys: list[int], gro
                       scaling: float | None) -> Any:
     """One query per row, every row at once, with no sum whose order padding could move.
 
-    Every sum is a sequential scan (`cumsum`, whose last element adds its terms in order),
-    and the maximum is exact in any order. Scores sum over the head dimension alone; keys
-    are reversed so that each row's own keys come first (newest first) and its padding
-    last, where the scan over keys adds only exact zeros. So each row's result is the
-    one it gets alone, however wide the batch's cache."""
+    Every sum is a sequential scan (`cumsum`, whose last element adds its terms in
+    order), and the maximum is exact in any order. Scores sum over the head dimension
+    alone. A row's padding comes before its own keys (left padding) and adds exact zeros
+    at the start of each scan over keys (0 + x is x), so each row's result is the one it
+    gets alone, however wide the batch's cache."""
     import torch
 
     dim, s = query.shape[-1], key.shape[2]
     scale = scaling if scaling is not None else dim ** -0.5
     if groups > 1:  # grouped-query attention: each key head serves `groups` heads
         key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
-    scores = torch.cumsum(query * key, dim=-1)[..., -1].flip(-1) * scale  # (B, H, S)
-    own = torch.arange(s, device=query.device)[None, :] < torch.tensor(
-        own_keys, device=query.device)[:, None]  # (B, S): the row's keys, newest first
-    scores = scores.masked_fill(~own[:, None, :], float("-inf"))
+    scores = torch.cumsum(query * key, dim=-1)[..., -1] * scale  # (B, H, S)
+    padding = torch.arange(s, device=query.device)[None, :] < (s - torch.tensor(
+        own_keys, device=query.device))[:, None]  # (B, S): the columns before a row's keys
+    scores = scores.masked_fill(padding[:, None, :], float("-inf"))
     weights = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
     total = torch.cumsum(weights, dim=-1)[..., -1:]  # (B, H, 1)
-    mixed = torch.cumsum(weights.unsqueeze(-1) * value.flip(2), dim=2)[:, :, -1]  # (B, H, d)
+    mixed = torch.cumsum(weights.unsqueeze(-1) * value, dim=2)[:, :, -1]  # (B, H, d)
     return (mixed / total).unsqueeze(1)  # (B, 1, H, d)
 
 
