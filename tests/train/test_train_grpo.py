@@ -359,3 +359,26 @@ def test_only_a_checkpoint_holding_its_rollout_state_is_resumed(tmp_path: Path) 
     (tmp_path / "checkpoint-1" / ROLLOUT_STATE).unlink()
     (tmp_path / "checkpoint-2" / ROLLOUT_STATE).unlink()
     assert latest_checkpoint(tmp_path, containing=ROLLOUT_STATE) is None
+
+
+@pytest.mark.parametrize(("outcome", "reason", "reward"), [
+    ("verifier_error", "the verifier found no out.txt it could read", 0.0),  # was masked
+    ("agent_timeout", "the agent phase ran past its deadline", 0.0),
+    ("infra_error", "agent failure: the model provider failed (m, turn 1): 503", None),
+    ("build_failed", "the image did not build", None),
+])
+def test_trial_episodes_score_what_the_agent_caused(outcome: str, reason: str,
+                                                    reward: float | None) -> None:
+    """GRPO attributes as evaluation does (evaluate.attribution): a verifier error the
+    agent's state caused is its 0, not a masked episode."""
+    from posttrain_arena.agents.base import AgentRun
+    from posttrain_arena.agents.transcript import Transcript
+    from posttrain_arena.train.grpo import trial_episodes
+    from posttrain_arena.trial.executor import TrialOutput
+    from posttrain_arena.trial.result import Outcome, TrialResult
+
+    result = TrialResult(trial_id="t", task_name="a", task_checksum="c", domain="d",
+                         agent="m", backend="local", outcome=Outcome(outcome), reason=reason)
+    out = TrialOutput(result, AgentRun(transcript=Transcript(messages=[])))
+    episode = trial_episodes(lambda job: out)(_Task("a", "p"), None, 0)  # type: ignore[arg-type]
+    assert episode.reward == reward
