@@ -140,6 +140,9 @@ def compare_command(
                   f"({100 * result.confidence:.0f}% CI {result.ci_low_pp:+.1f} to "
                   f"{result.ci_high_pp:+.1f}), improved {result.improved}, regressed "
                   f"{result.regressed}, {result.clusters} clusters, p = {result.p_value:.3g}")
+    console.print(f"{result.paired_trials} trials paired per arm ({result.dropped_trials} "
+                  f"dropped: their partner was lost); detectable at 80% power: "
+                  f"{result.detectable_pp:.1f} pp")
     table = Table("domain", "tasks", "before", "after", "change (pp)")
     for d in result.domains:
         table.add_row(d.domain, str(d.tasks), f"{100 * d.before:.1f}%", f"{100 * d.after:.1f}%",
