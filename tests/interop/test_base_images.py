@@ -132,3 +132,16 @@ def test_run_prints_the_failing_phase_and_keeps_records_per_backend(tmp_path: Pa
     assert "verifier stderr" in result.output
     [record] = list((records / "local").iterdir())
     assert f"transcript: {record / 'transcript.json'}" in result.output
+
+
+@pytest.mark.docker
+def test_images_map_shows_each_entry_and_whether_the_engine_has_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "map.toml"
+    path.write_text(f'"ubuntu:24.04" = "debian:bookworm-slim"\n"{NEVER_PULLED}" = "no/such:1"\n')
+    monkeypatch.setenv(IMAGE_MAP_ENV, str(path))
+    result = CliRunner().invoke(app, ["images", "map"])
+    assert result.exit_code == 1, result.output  # one target is missing
+    assert f"image map: {path}" in result.output
+    assert "ubuntu:24.04 -> debian:bookworm-slim: present" in result.output
+    assert f"{NEVER_PULLED} -> no/such:1: MISSING" in result.output

@@ -87,3 +87,30 @@ def bootstrap(
     else:
         for r in results:
             typer.echo(f"{r.name}: {r.action} ({r.image_id[:19]}, {r.seconds:.1f} s)")
+
+
+@images_app.command("map")
+def image_map(
+    as_json: bool = typer.Option(False, "--json", help="Print the map as JSON."),
+) -> None:
+    """Show the image map in force ($ARENA_IMAGE_MAP, else
+    ~/.config/posttrain-arena/image-map.toml): each FROM name, the image it is built
+    from instead, and whether this machine's engine has that image."""
+    from posttrain_arena.sandbox.base import SandboxError
+    from posttrain_arena.sandbox.docker import docker_client
+    from posttrain_arena.sandbox.imagemap import EngineImages, map_status
+
+    try:
+        path, rows = map_status(EngineImages(docker_client()).has)
+    except SandboxError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if as_json:
+        typer.echo(json.dumps({"path": str(path) if path else None, "entries": [
+            {"name": a, "image": b, "present": ok} for a, b, ok in rows]}, indent=2))
+        raise typer.Exit(0 if all(ok for *_, ok in rows) else 1)
+    typer.echo(f"image map: {path}" if path else "no image map (set ARENA_IMAGE_MAP or "
+               "write ~/.config/posttrain-arena/image-map.toml)")
+    for name, image, ok in rows:
+        typer.echo(f"{name} -> {image}: {'present' if ok else 'MISSING on this engine'}")
+    raise typer.Exit(0 if all(ok for *_, ok in rows) else 1)

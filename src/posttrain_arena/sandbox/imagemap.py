@@ -163,6 +163,13 @@ def missing_message(image: str, where: str, why: str) -> str:
     )
 
 
+def map_status(have: Callable[[str], bool]) -> tuple[Path | None, list[tuple[str, str, bool]]]:
+    """The image map in force and, per entry, (name, mapped to, whether the engine has
+    the target): what an air-gapped operator checks before a run."""
+    path = image_map_path()
+    return path, [(k, v, have(v)) for k, v in sorted(load_image_map(path).items())]
+
+
 def build_context(environment_dir: Path, prebuilt: str | None) -> Path:
     """The folder to build a task's image from: its environment/, or for a task that
     names only a prebuilt image, a cached folder whose Dockerfile is `FROM <image>`."""
