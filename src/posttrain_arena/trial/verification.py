@@ -43,6 +43,9 @@ from posttrain_arena.trial.rubric import apply_rubric
 from posttrain_arena.trial.verifier import VerifierCommand, read_outcome, supervised_argv
 
 STATUS_FILE = "supervisor.json"
+REWARD_FILES = ("reward.txt", "reward.json")
+"""Where a reward may be: anything there but a regular file voids the verdict (the CTRF
+report is details, or for a pytest-only verifier a report that must be there)."""
 OUTPUT_BOUNDS = TransferBounds(max_entries=2_000, max_bytes=256 << 20)
 OUTPUT_COPY_SEC = 120.0
 
@@ -134,7 +137,7 @@ def judge(plan: TrialPlan, command: VerifierCommand, result: ExecResult) -> Read
             "verifier's output, so no reward is taken"), exit_code=exit_code)
     outputs = status.get("outputs")
     for name, kind in (outputs.items() if isinstance(outputs, dict) else []):
-        if kind != "regular file":
+        if name in REWARD_FILES and kind != "regular file":
             # never "absent", so that the other reward file would be read instead
             return Reading(None, f"{command.logs_dir}/{name} is a {kind}, not a regular "
                                  "file; the reward is read from regular files only",
