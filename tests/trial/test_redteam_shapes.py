@@ -56,3 +56,15 @@ def test_every_state_shape_is_the_agents_failure(
     if shape == "workdir-link-to-root":  # dropped as a link, nothing under / was read
         assert "storage limit" not in (result.reason or "")
         assert "MiB" not in (result.reason or "")
+
+
+@pytest.mark.parametrize("shape", ["deep", "not-utf8", "workdir-link-to-root"])
+def test_every_state_shape_is_the_agents_failure_in_shared_isolation(
+    tmp_path: Path, backend_name: str, shape: str,
+    runner_factory: Callable[..., TrialRunner],
+) -> None:
+    """The same shapes verified in the agent's own session: its change list is walked
+    no deeper than a copy goes, and a workdir that became a link is an empty workdir."""
+    task = make_task(tmp_path / "task", storage_mb=512, isolation="shared")
+    result = runner_factory(backend_name).run(task, Leaves(SHAPES[shape]))
+    assert (result.outcome, result.reward) == (Outcome.SCORED, 0.0), result.reason

@@ -41,6 +41,7 @@ from posttrain_arena.sandbox.base import (
 from posttrain_arena.sandbox.bwrap import base_bwrap_args, bwrap_path
 from posttrain_arena.sandbox.cgroups import SessionCgroup
 from posttrain_arena.sandbox.localfs import (
+    MAX_COPY_DEPTH,
     Budget,
     SandboxFS,
     copy_tree,
@@ -350,15 +351,23 @@ class LocalSession:
 
 def _walk(host_root: Path, root: str) -> list[tuple[Path, str]]:
     """(host path, sandbox path) of every entry under a root's host directory, links
-    never followed."""
+    never followed: iterative, and no deeper than a bounded copy goes (MAX_COPY_DEPTH;
+    what lies deeper cannot travel anyway) nor through a path the host cannot open."""
     found: list[tuple[Path, str]] = []
     if not os.path.isdir(host_root) or os.path.islink(host_root):
         return found
-    for dirpath, dirnames, filenames in os.walk(host_root):
-        rel = os.path.relpath(dirpath, host_root)
-        base = root if rel == "." else f"{root.rstrip('/')}/{rel}"
-        for name in (*dirnames, *filenames):
-            found.append((Path(dirpath) / name, f"{base.rstrip('/')}/{name}"))
+    todo: list[tuple[str, str, int]] = [(str(host_root), root.rstrip("/"), 0)]
+    while todo:
+        host, sandbox, depth = todo.pop()
+        try:
+            with os.scandir(host) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        except OSError:
+            continue
+        for name, is_dir in entries:
+            found.append((Path(host) / name, f"{sandbox}/{name}"))
+            if is_dir and depth + 1 < MAX_COPY_DEPTH:
+                todo.append((os.path.join(host, name), f"{sandbox}/{name}", depth + 1))
     return found
 
 

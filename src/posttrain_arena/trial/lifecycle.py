@@ -45,7 +45,7 @@ from posttrain_arena.trial.verifier import (
     LOGS_DIR,
     VerifierCommand,
     build_command,
-    test_sh_shell,
+    script_shell,
 )
 
 AGENT_GRACE_SEC = 5.0
@@ -260,7 +260,7 @@ def fresh_command(plan: TrialPlan) -> VerifierCommand:
                          harness_dir=HARNESS_DIR, workdir=plan.workdir,
                          base_env=dict(plan.image.env), isolate_site=False,
                          task_env=plan.task.frontmatter.verifier.env,
-                         shell=test_sh_shell(plan.task.verifier_dir / "test.sh"))
+                         shell=script_shell(plan.task.verifier_dir / "test.sh"))
 
 
 def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,

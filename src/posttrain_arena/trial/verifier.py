@@ -71,7 +71,7 @@ class VerifierCommand:
 SH_SHEBANGS = ("#!/bin/sh", "#!/usr/bin/sh", "#!/usr/bin/env sh", "#!/bin/dash")
 
 
-def test_sh_shell(script: Path) -> list[str]:
+def script_shell(script: Path) -> list[str]:
     """How test.sh runs: `sh` when its first line asks for it (an image with no bash
     verifies too), else `bash --noprofile --norc` (the existing format's default)."""
     try:
@@ -105,7 +105,7 @@ def build_command(
     sets); they come after the image's and before the harness's. `isolate_site` runs
     Python with `-S` and adds site-packages without executing .pth files or sitecustomize;
     `pycache_prefix` makes Python read bytecode only from that (fresh) directory;
-    `shell`: how test.sh runs (see test_sh_shell; bash by default).
+    `shell`: how test.sh runs (see script_shell; bash by default).
     """
     pyflags = ["python3", "-I", "-B", *(["-S"] if isolate_site else []),
                *(["-X", f"pycache_prefix={pycache_prefix}"] if pycache_prefix else [])]
