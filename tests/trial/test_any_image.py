@@ -151,3 +151,16 @@ def test_supervisor_is_static_and_needs_no_interpreter(tmp_path: Path) -> None:
     types = [int.from_bytes(data[phoff + i * size:phoff + i * size + 4], "little")
              for i in range(count)]
     assert types and 3 not in types  # PT_INTERP
+
+
+def test_a_host_without_a_c_compiler_is_told_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from posttrain_arena.sandbox.base import PrerequisiteError
+    from posttrain_arena.trial import harness
+
+    monkeypatch.setattr(harness, "_built", None)
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(PrerequisiteError, match="fix: apt-get install gcc libc6-dev"):
+        harness.harness_bundle(tmp_path / "cache")
+    assert not list((tmp_path / "cache" / "harness").glob(".build-*"))  # nothing half-built

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from posttrain_arena import __version__
 from posttrain_arena.paths import cache_home
+from posttrain_arena.sandbox.base import PrerequisiteError
 from posttrain_arena.trial.toolchain import SHIM, SHIM_NAMES
 
 HARNESS_DIR = "/opt/arena-harness"
@@ -47,7 +48,7 @@ RESTORE_FAILED = 86
 CC_FLAGS = ("-static", "-Os", "-s", "-Wall")
 
 
-class HarnessBuildError(RuntimeError):
+class HarnessBuildError(PrerequisiteError):
     """The harness runtime cannot be built on this host (the message has the fix)."""
 
 # Pure-Python packages pytest needs at run time (Python >= 3.10).
@@ -151,8 +152,12 @@ def compile_supervisor(dest: Path) -> None:
         raise HarnessBuildError(
             "the harness compiles its verifier supervisor and no C compiler was found; "
             "fix: apt-get install gcc libc6-dev (or scripts/setup.sh --sandbox)")
-    done = subprocess.run([cc, *CC_FLAGS, "-o", str(dest), str(_supervisor_path())],
-                          capture_output=True, text=True, timeout=300, check=False)
+    try:
+        done = subprocess.run([cc, *CC_FLAGS, "-o", str(dest), str(_supervisor_path())],
+                              capture_output=True, text=True, timeout=300, check=False)
+    except OSError as exc:
+        raise HarnessBuildError(f"cannot run the C compiler {cc}: {exc}; fix: apt-get "
+                                "install gcc libc6-dev (or set CC)") from exc
     if done.returncode != 0:
         raise HarnessBuildError(
             f"cannot compile the verifier supervisor with {cc}: {done.stderr.strip()[-600:]}; "
