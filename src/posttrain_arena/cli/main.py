@@ -57,6 +57,7 @@ COMMAND_AREAS: dict[str, tuple[str, ...]] = {
     "leaderboard": ("client",),
     "budget": ("client",),
     "result": ("client",),
+    "token": ("client",),
     "board": ("client",),
 }
 
