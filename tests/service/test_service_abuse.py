@@ -146,7 +146,7 @@ def test_the_attacker_fails_at_every_step(server: Server, tmp_path: Path) -> Non
     base, m = server.base, _auth(mallory)
     c = httpx.Client(base_url=base, timeout=60)
 
-    # 1. Near-duplicates share limits: a copy with one comment added is the same family.
+    # 1. Near-duplicates share limits: a copy with one comment added is the same family...
     original = make_collection(tmp_path / "original", n_tasks=3, team="mal")
     first = c.post("/api/collections/upload", headers=m, content=pack_dir(original)).json()
     copy = tmp_path / "copy"
@@ -167,6 +167,33 @@ def test_the_attacker_fails_at_every_step(server: Server, tmp_path: Path) -> Non
     assert c.post("/api/runs", headers=m, json={"challenge": "micro",
                                                 "collection_id": second["id"]}
                   ).status_code == 409
+
+    # 1b. ...but another account's copy takes nothing from its original: mallory copies a
+    # victim's collection and launches first; the copy may register, not launch, and the
+    # victim launches after. An editor may clear the copy to run with limits of its own.
+    victim = _auth(server.admin("create-user", "victim")["token"])
+    theirs = make_collection(tmp_path / "theirs", n_tasks=3, team="vic")
+    target = c.post("/api/collections/upload", headers=victim,
+                    content=pack_dir(theirs)).json()
+    stolen_dir = tmp_path / "stolen"
+    shutil.copytree(theirs, stolen_dir)
+    for md in stolen_dir.glob("envs/*/task.md"):
+        md.write_text(md.read_text() + "\n<!-- mine now -->\n")
+    stolen = c.post("/api/collections/upload", headers=m, content=pack_dir(stolen_dir))
+    assert stolen.status_code == 201 and stolen.json()["near_duplicate_of"] == target["id"]
+    sid = stolen.json()["id"]
+    eat = c.post("/api/runs", headers=m, json={"challenge": "micro", "collection_id": sid})
+    assert eat.status_code == 409 and "near_duplicate" in eat.json()["detail"]
+    assert f"matches collection {target['id']}" in eat.json()["detail"]
+    assert "victim" not in eat.json()["detail"]
+    mine = c.post("/api/runs", headers=victim, json={"challenge": "micro",
+                                                     "collection_id": target["id"]})
+    assert mine.status_code == 201, mine.text
+    c.post(f"/api/runs/{mine.json()['id']}/cancel", headers=victim)
+    assert server.admin("clear-duplicate", str(sid))["duplicate_cleared_at"]
+    pre = c.post("/api/runs/preflight", headers=m,
+                 json={"challenge": "micro", "collection_id": sid}).json()
+    assert {ch["name"]: ch["status"] for ch in pre["checks"]}["near_duplicate"] == "ok"
 
     # 2. Nobody's share is unbounded: a quota stops a second, distinct collection.
     server.admin("set-quota", "15", "--user", "mallory")

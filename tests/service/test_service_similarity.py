@@ -160,3 +160,163 @@ def test_quotas_per_user_and_per_team_bound_launches(
     third = arena.call("POST", "/api/runs", "other",
                        json={"challenge": "micro", "collection_id": theirs})
     assert third.status_code == 409 and "team quota of 'red'" in third.json()["detail"]
+
+
+def _variant(original: Path, dest: Path) -> Path:
+    """A light edit of `original`: a comment added to every task.md."""
+    variant = _copy(original, dest)
+    for task_md in sorted(variant.glob("envs/*/task.md")):
+        task_md.write_text(task_md.read_text() + "\n<!-- mine now -->\n")
+    return variant
+
+
+def _launch(arena: Arena, col: int, who: str) -> Any:
+    return arena.call("POST", "/api/runs", who, json={"challenge": "micro", "collection_id": col})
+
+
+def test_another_account_s_copy_cannot_take_the_original_s_slot(
+    arena: Arena, challenge: dict[str, Any], tmp_path: Path
+) -> None:
+    arena.settings.runs_per_family = 1
+    original = make_collection(tmp_path / "original", n_tasks=3, team="victim")
+    first = arena.upload(original).json()
+    # The copier registers a lightly edited copy (registering loses nothing)...
+    copy = arena.upload(_variant(original, tmp_path / "copy"), who="other")
+    assert copy.status_code == 201, copy.text
+    theirs = copy.json()
+    assert theirs["near_duplicate_of"] == first["id"]
+    assert theirs["family_id"] == theirs["id"]  # a family of its own, held
+    assert theirs["duplicate_cleared_at"] is None
+    check = _checks(arena, theirs["id"], "other")["near_duplicate"]
+    assert check["status"] == "FAIL"
+    assert f"matches collection {first['id']}" in check["reason"]
+    assert f"clear-duplicate {theirs['id']}" in check["reason"] and "editor" in check["reason"]
+    assert "author" not in check["reason"]  # the matched collection, not its owner
+    # ...but cannot launch first and eat the victim's slot, count or cooldown.
+    blocked = _launch(arena, theirs["id"], "other")
+    assert blocked.status_code == 409 and "near_duplicate" in blocked.json()["detail"]
+    assert _launch(arena, theirs["id"], "editor").status_code == 409  # nor can an editor
+    assert all(c["status"] != "FAIL" for c in _checks(arena, first["id"]).values())
+    assert _launch(arena, first["id"], "author").status_code == 201
+
+
+def test_a_second_account_s_copy_gains_no_launch(
+    arena: Arena, challenge: dict[str, Any], tmp_path: Path
+) -> None:
+    """The multi-account attack: the copy shares no slot to wait for, it has none."""
+    original = make_collection(tmp_path / "original", n_tasks=3, team="mal")
+    first = arena.upload(original, who="other").json()
+    sock = arena.upload(_variant(original, tmp_path / "sock"), who="author").json()
+    run = _launch(arena, first["id"], "other").json()
+    assert _launch(arena, sock["id"], "author").status_code == 409
+    arena.call("POST", f"/api/runs/{run['id']}/cancel", "other")  # the slot is free again
+    again = _launch(arena, sock["id"], "author")
+    assert again.status_code == 409 and "near_duplicate" in again.json()["detail"]
+    # A copy of the held copy, by its owner, joins the held family: held with it.
+    sock2 = arena.upload(_variant(tmp_path / "sock", tmp_path / "sock2"), who="author").json()
+    assert sock2["family_id"] == sock["id"]
+    check = _checks(arena, sock2["id"])["near_duplicate"]
+    assert check["status"] == "FAIL" and f"clear-duplicate {sock['id']}" in check["reason"]
+
+
+def test_a_family_belongs_to_its_owner_s_team(
+    arena: Arena, challenge: dict[str, Any], tmp_path: Path
+) -> None:
+    arena.add_user("stranger", "participant")
+    for who in ("author", "other"):
+        arena.call("PATCH", f"/api/users/{who}", "admin", json={"team": "red"})
+    original = make_collection(tmp_path / "original", n_tasks=3, team="red")
+    first = arena.upload(original).json()
+    mate = arena.upload(_variant(original, tmp_path / "mate"), who="other").json()
+    stranger = arena.upload(_variant(original, tmp_path / "stranger"), who="stranger").json()
+    assert mate["family_id"] == first["id"]  # a teammate's copy shares the team's limits
+    assert stranger["family_id"] == stranger["id"]  # a stranger's starts a held one
+    assert _launch(arena, first["id"], "author").status_code == 201
+    shared = _launch(arena, mate["id"], "other")
+    assert shared.status_code == 409 and "no_active_run" in shared.json()["detail"]
+    assert "near_duplicate" not in shared.json()["detail"]
+
+
+def test_the_owner_s_own_family_wins_over_others_copies(
+    arena: Arena, challenge: dict[str, Any], tmp_path: Path
+) -> None:
+    """A copier registers the victim's next version first; the victim's registration of
+    it still joins the victim's family (it is the victim's), not the copier's."""
+    original = make_collection(tmp_path / "original", n_tasks=5, team="v")
+    first = arena.upload(original).json()
+    v2 = _copy(original, tmp_path / "v2")
+    write_notes(v2 / "envs" / "task-v-0", "rewritten")  # 4 of 5 packages as before
+    early = arena.upload(_copy(v2, tmp_path / "early"), who="other").json()
+    assert early["near_duplicate_of"] == first["id"] and early["family_id"] == early["id"]
+    mine = arena.upload(v2).json()  # shares 100% with the copier's, 80% with its own
+    assert mine["family_id"] == first["id"] and mine["near_duplicate_of"] == first["id"]
+    assert _checks(arena, mine["id"])["near_duplicate"]["status"] == "ok"
+
+
+def test_an_editor_clears_a_copy_to_launch_as_a_family_of_its_own(
+    arena: Arena, challenge: dict[str, Any], tmp_path: Path
+) -> None:
+    arena.settings.runs_per_family = 1
+    original = make_collection(tmp_path / "original", n_tasks=3, team="orig")
+    first = arena.upload(original).json()
+    fork = arena.upload(_variant(original, tmp_path / "fork"), who="other").json()
+    assert _launch(arena, first["id"], "author").status_code == 201
+    url = f"/api/collections/{fork['id']}/clear-duplicate"
+    assert arena.call("POST", url, "other").status_code == 403  # not its own owner's call
+    assert arena.call("POST", f"/api/collections/{first['id']}/clear-duplicate",
+                      "editor").status_code == 409  # nothing to clear
+    cleared = arena.call("POST", url, "editor")
+    assert cleared.status_code == 200 and cleared.json()["duplicate_cleared_at"]
+    checks = _checks(arena, fork["id"], "other")
+    assert checks["near_duplicate"]["status"] == "ok"
+    assert "cleared" in checks["near_duplicate"]["reason"]
+    assert checks["no_active_run"]["status"] == "ok"  # the original's run is not its own
+    assert _launch(arena, fork["id"], "other").status_code == 201
+    # The fork's run is not the original's: its family still counts one run.
+    count = _checks(arena, first["id"])["run_count"]
+    assert count["status"] == "FAIL" and "already had 1 runs" in count["reason"]
+
+
+def test_migration_splits_families_another_account_joined(
+    database_url: str | None, tmp_path: Path
+) -> None:
+    """0005 put another account's copies in the family they copied; upgrading holds
+    them apart (a teammate's and the owner's own stay)."""
+    from sqlalchemy import text
+
+    from posttrain_arena.service.db import Database
+    from posttrain_arena.service.migrations import upgrade
+
+    db = Database(database_url or f"sqlite:///{tmp_path / 'm.db'}")
+    upgrade(db.engine, "0005")
+    users = {1: ("owner", None), 2: ("copier", None), 3: ("red1", "red"), 4: ("red2", "red")}
+    # id: (owner, family, near_duplicate_of, similarity)
+    cols = {1: (1, 1, None, None), 2: (2, 1, 1, 0.9), 3: (1, 1, 2, 0.95),
+            4: (2, 1, None, None), 5: (3, 5, None, None), 6: (4, 5, 5, 0.85)}
+    with db.engine.begin() as conn:
+        for uid, (name, team) in users.items():
+            conn.execute(text("INSERT INTO users (id, name, role, team, created_at) "
+                              "VALUES (:i, :n, 'participant', :t, CURRENT_TIMESTAMP)"),
+                         {"i": uid, "n": name, "t": team})
+        for cid, (owner, fam, dup, sim) in cols.items():
+            conn.execute(text(
+                "INSERT INTO collections (id, name, owner_id, source_kind, content_hash, "
+                "storage_path, task_count, eligible_count, domain_counts, error_count, "
+                "warning_count, findings, created_at, family_id, near_duplicate_of, "
+                "similarity) VALUES (:i, 'c', :o, 'path', 'h', '', 1, 1, '{}', 0, 0, '[]', "
+                "CURRENT_TIMESTAMP, :f, :d, :s)"),
+                {"i": cid, "o": owner, "f": fam, "d": dup, "s": sim})
+    upgrade(db.engine)
+    with db.engine.connect() as conn:
+        rows = {r[0]: tuple(r[1:]) for r in conn.execute(text(
+            "SELECT id, family_id, near_duplicate_of, similarity, duplicate_cleared_at "
+            "FROM collections"))}
+    db.dispose()
+    assert rows == {
+        1: (1, None, None, None),
+        2: (2, 1, 0.9, None),  # another account's copy: a held family of its own
+        3: (1, 2, 0.95, None),  # the owner's own copy stays in the owner's family
+        4: (4, 1, 1.0, None),  # 0005's same-tree copy names the family it copied
+        5: (5, None, None, None),
+        6: (5, 5, 0.85, None),  # a teammate's copy stays
+    }

@@ -244,6 +244,30 @@ def set_quota(
     typer.echo(json.dumps([q.model_dump() for q in out], indent=2))
 
 
+@admin_app.command("clear-duplicate")
+def clear_duplicate(
+    collection_id: int = typer.Argument(..., help="The held collection (or any collection "
+                                        "of its family)"),
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+) -> None:
+    """Let a near-duplicate of another account's collection launch as a family of its
+    own (its `near_duplicate` launch check fails until then)."""
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.auth import SYSTEM
+    from posttrain_arena.service.errors import ServiceError
+    from posttrain_arena.service.families import clear_duplicate as clear
+    from posttrain_arena.service.schemas import CollectionOut
+
+    db = open_database(_settings(data_dir, database_url))
+    try:
+        with db.write() as s:
+            out = CollectionOut.model_validate(clear(s, SYSTEM, collection_id))
+    except ServiceError as exc:
+        _fail(exc.message)
+    typer.echo(out.model_dump_json(indent=2))
+
+
 @admin_app.command("revoke-token")
 def revoke_token(
     prefix: str = typer.Argument(..., help="The token's prefix (arena_PREFIX_...)"),

@@ -19,7 +19,7 @@ from typing import IO
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from posttrain_arena.service import similarity
+from posttrain_arena.service import families, similarity
 from posttrain_arena.service.archive import extract_archive
 from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.checking import CollectionSummary, check_collection_dir
@@ -179,21 +179,21 @@ def stage_path(settings: Settings, principal: Principal, src: PathSource) -> Sta
 
 
 def record(session: Session, settings: Settings, principal: Principal, st: Staged) -> Collection:
-    """Store a staged collection, in the family of the earlier collection it
-    near-duplicates (similarity.py), and move its tree into place."""
+    """Store a staged collection in its family (families.py: the family of the earlier
+    collection it near-duplicates when that family is its owner's or team's, a family of
+    its own otherwise) and move its tree into place."""
     assert principal.user_id is not None
     s = st.summary
     similarity.serialize(session)
-    match = similarity.find_match(session, st.prints)
+    placed = families.place(session, principal.user_id, st.prints)
     col = Collection(
         name=st.name, owner_id=principal.user_id, source_kind=st.kind.value, source_url=st.url,
         source_ref=st.ref, commit=st.commit, content_hash=s.content_hash, storage_path="",
         task_count=s.task_count, eligible_count=len(s.eligible), domain_counts=s.domain_counts,
         error_count=s.errors, warning_count=s.warnings, findings=s.findings_json(st.root),
     )
-    if match is not None:
-        col.family_id, col.near_duplicate_of = match.family_id, match.collection_id
-        col.similarity = match.share
+    col.family_id, col.near_duplicate_of = placed.family_id, placed.near_duplicate_of
+    col.similarity = placed.similarity
     session.add(col)
     session.flush()
     if col.family_id is None:

@@ -127,11 +127,16 @@ class Collection(Base):
     source_ref: Mapped[str | None] = mapped_column(String(300))
     commit: Mapped[str | None] = mapped_column(String(64))
     content_hash: Mapped[str] = mapped_column(String(80), index=True)
-    #: the earliest collection this one is a near-duplicate of (its own id when none):
-    #: every launch limit counts runs per family (similarity.py)
+    #: the first collection of this one's family (its own id when it starts one): every
+    #: launch limit counts runs per family; a near-duplicate joins the family of the
+    #: collection it copies only when the same owner or team holds it (families.py)
     family_id: Mapped[int | None] = mapped_column(Integer, index=True)
     near_duplicate_of: Mapped[int | None] = mapped_column(Integer)
     similarity: Mapped[float | None] = mapped_column(Float)
+    #: when (and by whom) an editor let a family that starts with another account's
+    #: near-duplicate launch as a family of its own; until then it cannot launch
+    duplicate_cleared_at: Mapped[datetime | None] = mapped_column()
+    duplicate_cleared_by: Mapped[str | None] = mapped_column(String(USER_NAME_MAX))
     storage_path: Mapped[str] = mapped_column(String(1000))
     task_count: Mapped[int] = mapped_column(Integer, default=0)
     eligible_count: Mapped[int] = mapped_column(Integer, default=0)

@@ -14,6 +14,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from posttrain_arena.service import budget as budget_mod
+from posttrain_arena.service import families
 from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.challenges import allowance, get_challenge
 from posttrain_arena.service.collections import get_collection
@@ -43,7 +44,9 @@ def evaluate_checks(
     settings: Settings,
 ) -> list[PreflightCheck]:
     """Every launch check, in order, each ok, FAIL or skip with its reason. The slot,
-    cooldown and run count are the collection's family's (similarity.py)."""
+    cooldown and run count are the collection's family's, and a family started by
+    another account's near-duplicate launches only once an editor clears it
+    (families.py)."""
     checks = [
         _check("challenge_open", ch.health == "open",
                "the challenge takes runs" if ch.health == "open"
@@ -57,7 +60,7 @@ def evaluate_checks(
         f"{principal.name} --approve`" if allowed and not principal.approved
         else f"{principal.name} may launch runs of collection {col.id}" if allowed
         else "launching belongs to the collection's author and to editors"))
-    checks.append(_family_check(col))
+    checks.append(families.near_duplicate_check(session, col))
     active = session.scalar(_same_family(select(Run.id), ch, col).where(
         Run.state.in_(ACTIVE_STATES)).limit(1))
     checks.append(_check("no_active_run", active is None,
@@ -86,21 +89,9 @@ def _family(col: Collection) -> int:
     return col.family_id if col.family_id is not None else col.id
 
 
-def _family_check(col: Collection) -> PreflightCheck:
-    if col.near_duplicate_of is None:
-        return PreflightCheck(name="near_duplicate", status=CheckStatus.SKIP,
-                              reason="no earlier collection holds most of its packages")
-    share = f"{100 * (col.similarity or 0):.0f}%"
-    return PreflightCheck(
-        name="near_duplicate", status=CheckStatus.OK,
-        reason=f"matches collection {col.near_duplicate_of}: {share} of its packages are "
-        f"near-copies of that collection's, so it shares the active-run slot, cooldown and "
-        f"run count of family {_family(col)}")
-
-
 def _same_family(q: Select[Any], ch: Challenge, col: Collection) -> Select[Any]:
     """`q` narrowed to runs on `ch` of any collection of `col`'s family: registering the
-    same tree again, or a near-copy of it, resets no limit."""
+    same tree again, or its owner's near-copy of it, resets no limit."""
     return q.join(Collection, Collection.id == Run.collection_id).where(
         Run.challenge_id == ch.id,
         func.coalesce(Collection.family_id, Collection.id) == _family(col))

@@ -161,12 +161,19 @@ class CollectionOut(_Out):
     commit: str | None = Field(description="Pinned git commit")
     content_hash: str = Field(description="Content hash of the registered tree")
     family_id: int | None = Field(
-        description="The collection whose launch limits this one shares: the earliest it "
-        "near-duplicates by content (its own id when none)")
+        description="The first collection of the family whose launch limits this one "
+        "shares: the family of the collection it near-duplicates when the same owner or "
+        "team holds that family, its own id otherwise")
     near_duplicate_of: int | None = Field(
-        description="The earlier collection this one's packages mostly copy, if any")
+        description="The earlier collection this one's packages mostly copy, if any (with "
+        "family_id equal to id: another account's, and it cannot launch until an editor "
+        "clears it)")
     similarity: float | None = Field(
         description="Share of this collection's packages with a near-copy in that one")
+    duplicate_cleared_at: datetime | None = Field(
+        description="When an editor let this near-duplicate of another account's "
+        "collection launch as a family of its own (UTC); null while it waits, or when "
+        "nothing needs clearing")
     task_count: int = Field(description="Task packages found")
     eligible_count: int = Field(description="Tasks that passed the structural checks")
     domain_counts: dict[str, int] = Field(description="Eligible tasks per domain")

@@ -3,7 +3,9 @@
 The launch limits (one active run, the cooldown, the run count) would mean nothing if
 each byte change made a new collection: one comment added to a task gives a new tree
 hash. So they count runs per *family*: a collection whose packages are, up to small
-edits, those of an earlier collection joins that collection's family.
+edits, those of an earlier collection is that collection's near-duplicate. This module
+says which collection that is; families.py says what follows (the same owner's copy
+joins the family, anyone else's waits for an editor).
 
 What "up to small edits" means, exactly:
 
@@ -17,8 +19,8 @@ What "up to small edits" means, exactly:
 - A new collection N is a near-duplicate of an earlier collection C when at least
   `COLLECTION_SHARE` of N's packages each have a similar package in C. (So a copy with
   comments added, a few words changed, packages renamed or reordered, a subset of C's
-  packages, or C plus a few new ones, all join C's family; a collection most of whose
-  packages are new does not.)
+  packages, or C plus a few new ones, are all near-duplicates of C; a collection most
+  of whose packages are new is not.)
 
 Candidates are found without reading every stored signature: each signature is cut
 into `BANDS` bands of `ROWS` values, and each band's hash is stored in an indexed table
@@ -41,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 from sqlalchemy import func, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from posttrain_arena.service.models import Collection, PackageBand, PackagePrint
 
@@ -162,18 +164,27 @@ def shared_share(new: np.ndarray, old: np.ndarray) -> float:
     return float((best >= PACKAGE_SIMILAR).mean())
 
 
-def find_match(session: Session, prints: list[PackagePrintData]) -> Match | None:
+def find_match(session: Session, prints: list[PackagePrintData],
+               family_owners: frozenset[int] | None = None) -> Match | None:
     """The earlier collection that `prints` (a new collection's) near-duplicates, or
-    None. Among several, the one sharing most (then the oldest)."""
+    None. Among several, the one sharing most (then the oldest). With `family_owners`,
+    only collections of families whose first collection one of those users owns count
+    (families.py: a registrant's own families are looked for apart, so that nobody
+    else's copies can crowd them out of the candidates)."""
     if not prints:
         return None
     keys = sorted({k for p in prints for k in p.bands()})
     hits: dict[int, int] = {}
     for start in range(0, len(keys), _KEYS_PER_QUERY):
-        rows = session.execute(
-            select(PackageBand.collection_id, func.count())
-            .where(PackageBand.band.in_(keys[start:start + _KEYS_PER_QUERY]))
-            .group_by(PackageBand.collection_id))
+        q = (select(PackageBand.collection_id, func.count())
+             .where(PackageBand.band.in_(keys[start:start + _KEYS_PER_QUERY]))
+             .group_by(PackageBand.collection_id))
+        if family_owners is not None:
+            member, root = aliased(Collection), aliased(Collection)
+            q = (q.join(member, member.id == PackageBand.collection_id)
+                 .join(root, root.id == member.family_id)
+                 .where(root.owner_id.in_(sorted(family_owners))))
+        rows = session.execute(q)
         for cid, n in rows:
             hits[cid] = hits.get(cid, 0) + n
     # Each package with a similar one in C shares at least one band key with C (with

@@ -11,6 +11,7 @@ from starlette.datastructures import UploadFile
 
 from posttrain_arena.service import collections as svc
 from posttrain_arena.service import evidence as evidence_svc
+from posttrain_arena.service import families
 from posttrain_arena.service.api.deps import DbDep, PrincipalDep, SettingsDep
 from posttrain_arena.service.auth import Role
 from posttrain_arena.service.errors import BadRequest, TooLarge
@@ -66,6 +67,15 @@ def task_evidence(collection_id: int, task: str, db: DbDep) -> TaskEvidenceRow:
     """One task's whole evidence record: every gate, trial, probe and base sample."""
     with db.read() as s:
         return evidence_svc.get_evidence(s, collection_id, task)
+
+
+@router.post("/{collection_id}/clear-duplicate", response_model=CollectionDetail)
+def clear_duplicate(collection_id: int, principal: PrincipalDep, db: DbDep) -> Collection:
+    """Let a collection that near-duplicates another account's (and the rest of its
+    family) launch as a family of its own (editors); answers with the family's first
+    collection."""
+    with db.write() as s:
+        return families.clear_duplicate(s, principal, collection_id)
 
 
 @router.post("/git", response_model=CollectionDetail, status_code=201)
