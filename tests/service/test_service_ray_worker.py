@@ -132,7 +132,7 @@ def _run(arena: Arena, run_id: int) -> dict[str, Any]:
     with arena.db.read() as s:
         run = s.get(Run, run_id)
         assert run is not None
-        return {"state": run.state, "attempts": run.attempts, "reason": run.reason,
+        return {"state": run.state, "attempts": run.attempts, "reason": run.detail,
                 "stages_done": list(run.stages_done), "stage": run.stage}
 
 
