@@ -71,3 +71,26 @@ def test_what_the_verifier_looks_up_is_never_the_agents(
     assert (oracle.outcome, oracle.reward) == (Outcome.SCORED, 1.0), oracle.reason
     attacked = runner.run(task, Plants(*PLANTS[pattern]))
     assert attacked.reward == 0.0, (attacked.outcome, attacked.reason)
+
+
+def test_a_verifier_script_still_imports_its_siblings(
+    tmp_path: Path, backend_name: str, runner_factory: Callable[..., TrialRunner],
+) -> None:
+    """PYTHONSAFEPATH takes a script's own directory off sys.path; the read-only
+    verifier directory is PYTHONPATH instead, so `python3 check.py` importing its
+    helper module (a published pattern) still works, from the workdir too."""
+    root = tmp_path / "task"
+    make_task(root, verifier="sh")
+    vdir = root / "verifier"
+    (vdir / "helper.py").write_text(
+        "import os\n\ndef expected():\n"
+        "    return open(os.path.join(os.path.dirname(__file__), 'expected.txt')).read()\n")
+    (vdir / "check.py").write_text(
+        "import sys\nimport helper\n"
+        "sys.exit(0 if open('answer.txt').read().strip() == helper.expected().strip() "
+        "else 1)\n")
+    (vdir / "test.sh").write_text('#!/bin/bash\ncd "$BENCHFLOW_WORKSPACE"\n'
+                                  'python3 "$BENCHFLOW_VERIFIER_DIR/check.py"\nok=$?\n'
+                                  + VERDICT)
+    result = runner_factory(backend_name).run(load_task(root), OracleAgent())
+    assert (result.outcome, result.reward) == (Outcome.SCORED, 1.0), result.reason

@@ -107,7 +107,8 @@ def test_commands_never_go_through_a_login_shell() -> None:
                                 base_env=None if shared else {"PATH": "/opt/x:/usr/bin",
                                                               "PYTHONPATH": "/evil"},
                                 isolate_site=shared)
-            assert "-lc" not in cmd.argv and "PYTHONPATH" not in cmd.env
+            # the image's PYTHONPATH never; the read-only verifier directory instead
+            assert "-lc" not in cmd.argv and cmd.env["PYTHONPATH"] == "/v"
             assert cmd.env["BENCHFLOW_SKIP_VERIFIER_DEPS"] == "1"
             if shared:  # pinned, then the harness's own bin/ (uvx, uv: trial/toolchain.py)
                 assert cmd.env["PATH"] == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:" \

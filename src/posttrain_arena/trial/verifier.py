@@ -15,9 +15,10 @@ Every command runs under the harness's own static supervisor (`supervise.c`, see
 `supervised_argv`) with exactly the environment built here: no shell, `env` or
 interpreter of the task's image starts it, and nothing in the agent's state is read
 on the way. Python runs with PYTHONSAFEPATH=1 (no script directory or current
-directory on sys.path, whatever directory the verifier `cd`s into), HOME is a new empty
-directory (no start-up or config file of the agent's, whose state is often /root), and
-BASH_ENV, ENV and PYTHON* variables of the image are dropped. The reward is read on
+directory on sys.path, whatever directory the verifier `cd`s into; PYTHONPATH is the
+read-only verifier directory, so its scripts still import their siblings), HOME is a
+new empty directory (no start-up or config file of the agent's, whose state is often
+/root), and BASH_ENV, ENV and PYTHON* variables of the image are dropped. The reward is read on
 the host from a copy of the output directory taken after the verifier's session was
 halted. It has one source: reward.txt, reward.json `{"reward": x}`, or both holding the
 same value; two files that disagree, a value outside [0, 1], a missing or unparsable
@@ -126,6 +127,9 @@ def build_command(
             "PYTHONNOUSERSITE": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONSAFEPATH": "1",
+            # what PYTHONSAFEPATH takes from a verifier's own scripts (their directory on
+            # sys.path, for their sibling modules), from the read-only verifier/ only
+            "PYTHONPATH": verifier_dir,
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             "ARENA_VERIFIER_DIR": verifier_dir,
             "ARENA_PYFLAGS": " ".join(pyflags[3:]),
