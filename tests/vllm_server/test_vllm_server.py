@@ -21,7 +21,7 @@ from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny
 from posttrain_arena.models.base import SamplingParams
 from posttrain_arena.models.openai import OpenAIChatModel
 from posttrain_arena.models.transformers_local import TransformersChatModel
-from posttrain_arena.models.vllm_server import VllmServer
+from posttrain_arena.models.vllm_server import VllmServer, check_served
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -32,6 +32,15 @@ GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model",
                             TinyModelSpec(seed=3, pretrain_episodes=0))
+
+
+def test_the_server_answers_to_its_weights_and_states_its_context(
+        server: VllmServer, remote: OpenAIChatModel, model_dir: Path) -> None:
+    """vLLM serves the folder under its fingerprinted name (what a pipeline stage checks
+    before it evaluates) and lists max_model_len (the agent's context limit)."""
+    assert check_served(server.base_url, model_dir) == server.model_name
+    assert server.model_name.startswith(f"{model_dir.name}@sha256:")
+    assert remote.context_limit == 2048  # VllmServer's --max-model-len
 
 
 def _messages() -> list[dict[str, object]]:
