@@ -10,6 +10,8 @@ import pytest
 
 from gates.kit import make_package  # tests/ is on sys.path (rootdir import)
 from posttrain_arena.gates import gate_collection
+from posttrain_arena.gates.cheats import CHEATS
+from posttrain_arena.gates.probes import PROBES
 from posttrain_arena.models.scripted import ScriptedModel
 from posttrain_arena.service import evidence
 from posttrain_arena.service.stage_plan import (
@@ -65,7 +67,9 @@ def test_the_gate_stage_stores_evidence_that_every_view_shows(
     one = rows[0]["task"]
     detail = arena.call("GET", f"/api/collections/{cid}/evidence/{one}").json()
     assert detail["record"]["task"] == one and len(detail["record"]["oracle"]) == 2
-    assert {p["kind"] for p in detail["record"]["probes"]} == {"truncate", "wrong", "remove"}
+    kinds = {start: [p["kind"] for p in detail["record"]["probes"] if p["start"] == start]
+             for start in ("oracle", "empty")}  # every known-bad probe, then every cheat
+    assert kinds == {"oracle": [k.name for k in PROBES], "empty": [k.name for k in CHEATS]}
     assert arena.call("GET", f"/api/collections/{cid}/evidence?sort=probes").status_code == 200
     bad = arena.call("GET", f"/api/collections/{cid}/evidence?sort=nonsense")
     assert bad.status_code == 400 and "sort must be one of" in bad.text
@@ -76,7 +80,8 @@ def test_the_gate_stage_stores_evidence_that_every_view_shows(
     assert 'id="evidence-table"' in page and f'data-task="{one}"' in page
     assert "Flake rate ▾" in page and "not learnable" in page
     task_page = arena.call("GET", f"/arena/collections/{cid}/tasks/{one}").text
-    assert "probe truncate" in task_page and "oracle rerun 1" in task_page
+    assert "oracle rerun 1" in task_page
+    assert [k.name for k in (*PROBES, *CHEATS) if f"probe {k.name}<" not in task_page] == []
     run_page = arena.call("GET", f"/arena/runs/{run['id']}", "editor").text
     assert 'id="evidence-table"' in run_page and f'data-task="{one}"' in run_page
 
