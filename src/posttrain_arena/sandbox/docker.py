@@ -4,7 +4,8 @@ Images are tagged `arena-env:<hash16>` from a content hash of the build context,
 once (an in-process lock plus a file lock per hash) and reused while the tag exists;
 builds take a slot of their own semaphore (ARENA_BUILD_CONCURRENCY, default 2) so they
 never starve trials. A session is one container whose PID 1 is an idle shell loop that
-reaps zombies and survives `kill -9 -1`; commands run through the exec API. Containers
+reaps zombies and ends every other process on a signal (docker_anchor.py); commands run
+through the exec API. Containers
 carry `posttrain-arena=1` labels and are removed with force (SIGKILL, no grace period).
 """
 
@@ -34,6 +35,7 @@ from posttrain_arena.sandbox.base import (
     PrerequisiteError,
     SandboxError,
 )
+from posttrain_arena.sandbox.docker_anchor import ANCHOR
 from posttrain_arena.sandbox.docker_session import DockerSession, OutputDir
 from posttrain_arena.sandbox.imagemap import (
     EngineImages,
@@ -45,15 +47,6 @@ from posttrain_arena.spec.hashing import tree_hash
 
 FORMAT = "docker-image-v1"
 LABEL = "posttrain-arena"
-# PID 1: waits forever, reaps orphans (dash's wait collects any child), and restarts its
-# sleep when kill_all's `kill -9 -1` takes it; SIGKILL from the engine ends it at once.
-# Its sleep is found once, by absolute path, before any agent runs: never by PATH lookup,
-# so no program planted on a PATH directory is what PID 1 restarts between phases (a
-# change to those paths voids shared verification: shared.runtime_changes).
-ANCHOR = ("trap 'exit 0' TERM INT; "
-          "for s in /bin/sleep /usr/bin/sleep /usr/local/bin/sleep; do "
-          "[ -x \"$s\" ] && break; done; "
-          "while :; do \"$s\" 2147483647 & wait $!; done")
 
 
 def docker_client(timeout: int = 600) -> Any:

@@ -39,6 +39,7 @@ from posttrain_arena.sandbox.base import (
     TransferBounds,
     TransferLimit,
 )
+from posttrain_arena.sandbox.docker_anchor import end_all_but_anchor
 from posttrain_arena.sandbox.localfs import Budget, copy_tree, remove_tree, sessions_dir
 from posttrain_arena.sandbox.process import OutputCapture
 from posttrain_arena.spec.trust import DEFAULT_PATH
@@ -430,14 +431,11 @@ class DockerSession:
 
     # -- lifecycle --------------------------------------------------------------------
     def kill_all(self) -> None:
-        """SIGKILL every process but PID 1 (the idle anchor)."""
-        import docker.errors
-
+        """SIGKILL every process but PID 1 (the idle anchor), by PID 1, and return once
+        they are gone (docker_anchor.py): nothing from the session's files runs."""
         if self._stopped or self._halted:
             return
-        with contextlib.suppress(docker.errors.APIError):
-            for _ in range(2):
-                self._run_root(["/bin/sh", "-c", "kill -9 -1 2>/dev/null; true"])
+        end_all_but_anchor(self.api, self.container, self.id)
 
     def halt(self) -> None:
         """End every process in the session, PID 1 included, and keep the container's
