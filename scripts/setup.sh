@@ -23,6 +23,7 @@ if [[ "$mode" == "--system" || "$mode" == "--sandbox" ]]; then
     ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
     command -v chromium >/dev/null || need+=(chromium)
     command -v wrk >/dev/null || need+=(wrk)  # benchmarks/bench_service.py's load generator
+    command -v ps >/dev/null || need+=(procps)  # docker top (the sandbox's kill_all waits on it) runs ps on this host
     command -v busybox >/dev/null || need+=(busybox-static)  # a busybox-only test image
   fi
   if ((${#need[@]})); then
