@@ -98,3 +98,27 @@ def test_a_shared_baseline_is_measured_again_when_what_produced_it_changes(
     monkeypatch.setattr(pipeline, "code_hash", lambda: "sha256:" + "0" * 64)
     assert measured()
     assert not measured(collection="c4")
+
+
+def test_the_source_hash_covers_the_supervisor_s_c(tmp_path: Path) -> None:
+    # trial/supervise.c is compiled by the harness and every verdict runs under it
+    tree = tmp_path / "pkg"
+    tree.mkdir()
+    (tree / "supervise.c").write_text("int main(void) { return 0; }\n")
+    first = source_hash(tree)
+    (tree / "supervise.c").write_text("int main(void) { return 1; }\n")
+    assert source_hash(tree) != first
+    assert (PACKAGE_ROOT / "trial" / "supervise.c").is_file()
+
+
+def test_the_environment_hash_names_every_distribution_and_the_python() -> None:
+    from posttrain_arena.codehash import distributions_hash, environment_hash
+
+    pins = ["torch==2.13.0", "transformers==5.25.0"]
+    first = distributions_hash(pins, "3.11.7")
+    assert distributions_hash(list(reversed(pins)), "3.11.7") == first  # order is no fact
+    assert distributions_hash(["Torch==2.13.0", "transformers==5.25.0"], "3.11.7") == first
+    assert distributions_hash(["torch==2.13.0", "transformers==5.26.0"], "3.11.7") != first
+    assert distributions_hash([*pins, "peft==0.21.2"], "3.11.7") != first
+    assert distributions_hash(pins, "3.12.1") != first
+    assert environment_hash().startswith("sha256:")

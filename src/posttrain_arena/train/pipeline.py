@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from posttrain_arena.codehash import code_hash
+from posttrain_arena.codehash import code_hash, environment_hash
 from posttrain_arena.train.plan import Plan, plan
 from posttrain_arena.train.recipe import Recipe, RecipeError, is_remote
 from posttrain_arena.train.score import Score
@@ -156,7 +156,8 @@ def stage_graph(recipe: Recipe, steps: Steps) -> list[Stage]:
 def _base_and_suite(records: dict[str, StageRecord]) -> dict[str, Any]:
     """What the baseline depends on besides its sections: the base model and the suite,
     not the collection (so every collection's run of a challenge shares one baseline),
-    and the code that measures it (its content hash: the version string never changes)."""
+    and the code that measures it (its content hash: the version string never changes)
+    and the libraries it runs on (the resolved environment's hash)."""
     snap = records["snapshot"].summary
     return {"model": snap["model"], "suite": snap["suite"]["content_hash"],
-            "code": code_hash()}
+            "code": code_hash(), "environment": environment_hash()}

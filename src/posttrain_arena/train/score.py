@@ -86,6 +86,13 @@ class Provenance(BaseModel):
     suite_hash: str = Field(description="Content hash of the held-out suite")
     suite_sealed: bool = Field(description="The suite hash matched the recipe's sealed hash")
     package_version: str = Field(description="posttrain-arena version")
+    code_hash: str | None = Field(
+        default=None, description="Content hash of the code that made the score "
+        "(codehash.code_hash); the version string alone never changes")
+    environment_hash: str | None = Field(
+        default=None, description="Hash of the Python version and every installed "
+        "distribution==version the score was made with (codehash.environment_hash): the "
+        "resolved environment, as set-up's requirements.lock pins it")
     seeds: dict[str, int] = Field(description="Every seed the run used")
     sandbox_backend: str = Field(description="docker or local")
     created_at: str = Field(description="UTC time the score was written")

@@ -14,6 +14,7 @@ from typing import Any
 
 from posttrain_arena.agents.model import AgentSettings
 from posttrain_arena.agents.spec import AgentSpec
+from posttrain_arena.codehash import code_hash, environment_hash
 from posttrain_arena.evaluate.report import EvalReport
 from posttrain_arena.spec.hashing import tree_hash
 from posttrain_arena.spec.package import TaskPackage
@@ -441,7 +442,8 @@ class Steps:
             collection_hash=snap["collection"]["content_hash"],
             suite=snap["suite"]["location"], suite_commit=snap["suite"]["commit"],
             suite_hash=snap["suite"]["content_hash"], suite_sealed=snap["suite"]["sealed"],
-            package_version=__version__,
+            package_version=__version__, code_hash=code_hash(),
+            environment_hash=environment_hash(),
             seeds={"runtime": rt.seed, "eval_first_seed": self.eval_first_seed(rt.k),
                    "eval_last_seed": self.eval_first_seed(rt.k) + rt.k - 1},
             sandbox_backend=self.executor.backend_name,
