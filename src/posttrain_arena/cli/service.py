@@ -7,6 +7,7 @@ so the first admin can be created before anyone holds a token.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -34,6 +35,22 @@ def _settings(data_dir: Path | None, database_url: str | None = None) -> Any:
 def _fail(message: str) -> NoReturn:
     typer.echo(json.dumps({"error": message}), err=True)
     raise typer.Exit(1)
+
+
+def _as_system(data_dir: Path | None, database_url: str | None,
+               action: Callable[[Any], Any]) -> Any:
+    """Run `action(session)` in one write transaction of the arena's database and return
+    what it returns; a service error (bad name, conflict) ends the command with its
+    message instead of a traceback."""
+    from posttrain_arena.service.app import open_database
+    from posttrain_arena.service.errors import ServiceError
+
+    db = open_database(_settings(data_dir, database_url))
+    try:
+        with db.write() as s:
+            return action(s)
+    except ServiceError as exc:
+        _fail(exc.message)
 
 
 def serve(
@@ -111,17 +128,12 @@ def create_user(
 ) -> None:
     """Create a user and print its token (shown only once)."""
     from posttrain_arena.service import auth
-    from posttrain_arena.service.app import open_database
-    from posttrain_arena.service.errors import ServiceError
 
-    db = open_database(_settings(data_dir, database_url))
-    try:
-        with db.write() as s:
-            user, token = auth.create_user(s, name, role, expires_days)
-            out = {"id": user.id, "name": user.name, "role": user.role, "token": token}
-    except ServiceError as exc:
-        _fail(exc.message)
-    typer.echo(json.dumps(out, indent=2))
+    def create(s: Any) -> dict[str, Any]:
+        user, token = auth.create_user(s, name, role, expires_days)
+        return {"id": user.id, "name": user.name, "role": user.role, "token": token}
+
+    typer.echo(json.dumps(_as_system(data_dir, database_url, create), indent=2))
 
 
 @admin_app.command("create-challenge")
@@ -146,14 +158,11 @@ def create_challenge(
     database_url: str | None = _DB_URL,
 ) -> None:
     """Create a challenge pinning model, recipe and suite (hashes computed from paths)."""
-    from posttrain_arena.service.app import open_database
     from posttrain_arena.service.auth import SYSTEM
     from posttrain_arena.service.challenges import create_challenge as create
     from posttrain_arena.service.challenges import to_out
-    from posttrain_arena.service.errors import ServiceError
     from posttrain_arena.service.schemas import ChallengeCreate
 
-    db = open_database(_settings(data_dir, database_url))
     try:
         body = ChallengeCreate(
             slug=slug, title=title, description=description, base_model=base_model,
@@ -164,11 +173,8 @@ def create_challenge(
             public_sample=sample, price_per_hour=price, timeout_sec=timeout,
             cooldown_sec=cooldown,
         )
-        with db.write() as s:
-            out = to_out(create(s, SYSTEM, body))
-    except ServiceError as exc:
-        _fail(exc.message)
-    except ValueError as exc:
+        out = _as_system(data_dir, database_url, lambda s: to_out(create(s, SYSTEM, body)))
+    except ValueError as exc:  # a bad field, or a recipe or suite path that cannot be read
         _fail(str(exc))
     typer.echo(out.model_dump_json(indent=2))
 
@@ -180,13 +186,10 @@ def set_budget(
     database_url: str | None = _DB_URL,
 ) -> None:
     """Set the global compute cap."""
-    from posttrain_arena.service.app import open_database
     from posttrain_arena.service.auth import SYSTEM
     from posttrain_arena.service.budget import set_cap
 
-    db = open_database(_settings(data_dir, database_url))
-    with db.write() as s:
-        out = set_cap(s, SYSTEM, cap)
+    out = _as_system(data_dir, database_url, lambda s: set_cap(s, SYSTEM, cap))
     typer.echo(out.model_dump_json(indent=2))
 
 
@@ -202,19 +205,12 @@ def set_user(
 ) -> None:
     """Approve a user's launches (external sign-ins wait for this), set their team or role."""
     from posttrain_arena.service.accounts import update_user
-    from posttrain_arena.service.app import open_database
     from posttrain_arena.service.auth import SYSTEM
-    from posttrain_arena.service.errors import ServiceError
     from posttrain_arena.service.schemas import UserOut, UserUpdate
 
-    db = open_database(_settings(data_dir, database_url))
-    try:
-        with db.write() as s:
-            user = update_user(s, SYSTEM, name, UserUpdate(approved=approve, team=team,
-                                                            role=role))
-            out = UserOut.model_validate(user)
-    except ServiceError as exc:
-        _fail(exc.message)
+    update = UserUpdate(approved=approve, team=team, role=role)
+    out = _as_system(data_dir, database_url, lambda s: UserOut.model_validate(
+        update_user(s, SYSTEM, name, update)))
     typer.echo(out.model_dump_json(indent=2))
 
 
@@ -228,19 +224,13 @@ def set_quota(
     database_url: str | None = _DB_URL,
 ) -> None:
     """Cap what one user or one team may spend, on top of the global cap."""
-    from posttrain_arena.service.app import open_database
     from posttrain_arena.service.auth import SYSTEM
-    from posttrain_arena.service.errors import ServiceError
     from posttrain_arena.service.quotas import set_quota as set_q
 
     if (user is None) == (team is None) or (cap is None) != remove:
         _fail("give one of --user NAME or --team NAME, and a CAP or --remove")
-    db = open_database(_settings(data_dir, database_url))
-    try:
-        with db.write() as s:
-            out = set_q(s, SYSTEM, "user" if user else "team", user or team or "", cap)
-    except ServiceError as exc:
-        _fail(exc.message)
+    out = _as_system(data_dir, database_url, lambda s: set_q(
+        s, SYSTEM, "user" if user else "team", user or team or "", cap))
     typer.echo(json.dumps([q.model_dump() for q in out], indent=2))
 
 
@@ -253,18 +243,12 @@ def clear_duplicate(
 ) -> None:
     """Let a near-duplicate of another account's collection launch as a family of its
     own (its `near_duplicate` launch check fails until then)."""
-    from posttrain_arena.service.app import open_database
     from posttrain_arena.service.auth import SYSTEM
-    from posttrain_arena.service.errors import ServiceError
     from posttrain_arena.service.families import clear_duplicate as clear
     from posttrain_arena.service.schemas import CollectionOut
 
-    db = open_database(_settings(data_dir, database_url))
-    try:
-        with db.write() as s:
-            out = CollectionOut.model_validate(clear(s, SYSTEM, collection_id))
-    except ServiceError as exc:
-        _fail(exc.message)
+    out = _as_system(data_dir, database_url, lambda s: CollectionOut.model_validate(
+        clear(s, SYSTEM, collection_id)))
     typer.echo(out.model_dump_json(indent=2))
 
 
@@ -276,16 +260,9 @@ def revoke_token(
 ) -> None:
     """Revoke any user's token."""
     from posttrain_arena.service.accounts import revoke_token as revoke
-    from posttrain_arena.service.app import open_database
     from posttrain_arena.service.auth import SYSTEM
-    from posttrain_arena.service.errors import ServiceError
 
-    db = open_database(_settings(data_dir, database_url))
-    try:
-        with db.write() as s:
-            out = revoke(s, SYSTEM, prefix)
-    except ServiceError as exc:
-        _fail(exc.message)
+    out = _as_system(data_dir, database_url, lambda s: revoke(s, SYSTEM, prefix))
     typer.echo(out.model_dump_json(indent=2))
 
 
