@@ -54,6 +54,16 @@ def _owner_dead(owner: str) -> bool:
     return not _pid_alive(int(pid))
 
 
+def _age(path: os.PathLike[str], now: float) -> float | None:
+    """Seconds since `path` last changed, or None when it is gone: other processes create
+    and remove session entries while a reap walks the folder (a trial emptying its trash,
+    another reap), and an entry that vanished needs no reaping."""
+    try:
+        return now - os.stat(path, follow_symlinks=False).st_mtime
+    except FileNotFoundError:
+        return None
+
+
 def reap_docker(
     max_age_sec: float, *, client: Any = None, match: Mapping[str, str] | None = None
 ) -> list[str]:
@@ -98,13 +108,14 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
     views = [d for d in sessions_dir().iterdir()
              if d.name.startswith(ETC_VIEW_PREFIX) and d.is_dir() and d.name != in_use]
     for d in views:
-        if now - d.stat().st_mtime > max(max_age_sec, 60):
+        if (_age(d, now) or 0.0) > max(max_age_sec, 60):
             shutil.rmtree(d, ignore_errors=True)
             with contextlib.suppress(OSError):
                 os.unlink(d.with_name(d.name + ".unlinked"))
     for d in sessions_dir().iterdir():
-        if d.name.startswith(TRASH_PREFIX) and now - d.stat().st_mtime > 60:
-            remove_tree(d)  # a process ended before emptying its trash
+        if d.name.startswith(TRASH_PREFIX):
+            if (_age(d, now) or 0.0) > 60:
+                remove_tree(d)  # a process ended before emptying its trash
             continue
         if not d.name.startswith((SESSION_PREFIX, OUTPUT_PREFIX)) or not d.is_dir():
             continue  # (a docker session's host output directory has an owner file too)
@@ -113,7 +124,10 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
             pid, born = int(fields[0]), float(fields[1])
             namespace = fields[2] if len(fields) > 2 else pid_namespace()
         except (OSError, ValueError, IndexError):
-            pid, born, namespace = -1, d.stat().st_mtime, ""
+            age = _age(d, now)
+            if age is None:
+                continue  # removed by its owner while this reap looked
+            pid, born, namespace = -1, now - age, ""
         if pid < 0 and now - born < 60:
             continue  # being created right now
         owner_gone = pid > 0 and namespace == pid_namespace() and not _pid_alive(pid)
