@@ -51,18 +51,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield None
         return
-    base = os.environ.get("ARENA_TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("ARENA_TEST_POSTGRES_URL is not set")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    sep = "&" if "?" in base else "?"
-    yield f"{base}{sep}options=-csearch_path%3D{schema}"
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    yield from postgres_schema_url()
 
 
 @pytest.fixture
@@ -179,3 +168,20 @@ def new_collection(tmp_path: Path) -> Any:
 def challenge_body() -> dict[str, Any]:
     """The body that creates the test challenge (for variants)."""
     return dict(CHALLENGE)
+
+
+def postgres_schema_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search path is a fresh schema, dropped afterwards (a fixture
+    body: `yield from` it); skips when the suite has no server."""
+    base = os.environ.get("ARENA_TEST_POSTGRES_URL")
+    if not base:
+        pytest.skip("ARENA_TEST_POSTGRES_URL is not set")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in base else "?"
+    yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()

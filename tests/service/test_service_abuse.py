@@ -23,11 +23,10 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
 
 from posttrain_arena.service.client import pack_dir
 
-from .conftest import make_collection
+from .conftest import make_collection, postgres_schema_url
 
 pytestmark = pytest.mark.postgres
 
@@ -52,18 +51,7 @@ class _Whoami(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    base = os.environ.get("ARENA_TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("ARENA_TEST_POSTGRES_URL is not set")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    sep = "&" if "?" in base else "?"
-    yield f"{base}{sep}options=-csearch_path%3D{schema}"
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    yield from postgres_schema_url()
 
 
 def _port() -> int:
