@@ -21,7 +21,7 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-from posttrain_arena.spec.hashing import iter_files, tree_hash
+from posttrain_arena.task_format.hashing import iter_files, tree_hash
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 #: Sources that produce results: the Python modules, and the C of the verifier's

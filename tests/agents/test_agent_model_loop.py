@@ -19,7 +19,7 @@ from posttrain_arena.agents.model import (
 from posttrain_arena.agents.transcript import Transcript
 from posttrain_arena.models.openai import OpenAIChatModel
 from posttrain_arena.models.scripted import ScriptedModel
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.package import load_task
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner
 

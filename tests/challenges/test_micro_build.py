@@ -27,9 +27,9 @@ from posttrain_arena.challenges.micro.families import (
     SUITE_FAMILIES,
 )
 from posttrain_arena.evaluate.suite import load_suite
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.collection import check_collection, load_collection
-from posttrain_arena.spec.domains import KNOWN_DOMAINS, composition_violations
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.collection import check_collection, load_collection
+from posttrain_arena.task_format.domains import KNOWN_DOMAINS, composition_violations
 
 from .shellrun import command_of, reward_of
 

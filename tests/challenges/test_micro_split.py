@@ -17,8 +17,8 @@ from posttrain_arena.challenges.micro.families import SUITE_FAMILIES
 from posttrain_arena.challenges.micro.pretrain import corpus_texts, pretraining_corpus
 from posttrain_arena.challenges.micro.tinymodel import tokenizer_corpus, write_tiny_model
 from posttrain_arena.evaluate.suite import load_suite
-from posttrain_arena.spec.collection import load_collection
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.collection import load_collection
+from posttrain_arena.task_format.package import load_task
 from posttrain_arena.train.leakage import doc_for_task, find_leaks
 
 from .shellrun import command_of as _command

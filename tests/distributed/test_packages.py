@@ -8,7 +8,7 @@ import pytest
 
 from agents.tasks import write_task
 from posttrain_arena.distributed.packages import PackageMismatch, cache_dir, pack, unpack
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.package import load_task
 
 
 @pytest.fixture(autouse=True)

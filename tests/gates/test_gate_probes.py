@@ -12,7 +12,7 @@ from posttrain_arena.gates import gate_collection
 from posttrain_arena.gates.probes import PROBES, make_probe, outputs
 from posttrain_arena.models.scripted import ScriptedModel
 from posttrain_arena.sandbox.base import Limits
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.package import load_task
 from posttrain_arena.trial.records import read_result
 from posttrain_arena.trial.state import SavedState
 

@@ -18,7 +18,7 @@ from posttrain_arena.sandbox.imagemap import (
     ensure_base_images,
     load_image_map,
 )
-from posttrain_arena.spec.checks import check_task
+from posttrain_arena.task_format.checks import check_task
 
 from .real_shapes import write_tb2_task
 
@@ -98,7 +98,7 @@ def test_a_prebuilt_image_alone_is_used_or_named_with_the_fix(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from posttrain_arena.sandbox.docker import DockerBackend
     from posttrain_arena.sandbox.imagemap import build_context
-    from posttrain_arena.spec.package import load_task
+    from posttrain_arena.task_format.package import load_task
 
     monkeypatch.setenv("ARENA_CACHE_DIR", str(tmp_path / "cache"))
     task = load_task(write_tb2_task(tmp_path / "t", dockerfile=False))

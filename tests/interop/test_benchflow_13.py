@@ -9,8 +9,8 @@ from tests.spec.conftest import write_package
 
 from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
 from posttrain_arena.agents.transcript import Message, Transcript
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.package import load_task
 from posttrain_arena.trial.runner import TrialRunner
 
 NEW = """\

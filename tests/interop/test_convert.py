@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.cli.main import app
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.convert import behaviour, convert, dump_toml
-from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.layout import Layout
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.convert import behaviour, convert, dump_toml
+from posttrain_arena.task_format.findings import SpecError
+from posttrain_arena.task_format.layout import Layout
+from posttrain_arena.task_format.package import TaskPackage, load_task
 from posttrain_arena.trial.runner import TrialRunner
 
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.cli.main import app
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.package import load_task
 from posttrain_arena.trajectories.export import export, read_attempts, read_records
 from posttrain_arena.trial.runner import TrialRunner
 

@@ -10,11 +10,11 @@ from tests.spec.conftest import write_package
 
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.collection import check_collection
-from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.layout import Layout
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.collection import check_collection
+from posttrain_arena.task_format.findings import SpecError
+from posttrain_arena.task_format.layout import Layout
+from posttrain_arena.task_format.package import TaskPackage, load_task
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner
 

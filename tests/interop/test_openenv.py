@@ -12,7 +12,7 @@ import httpx
 import pytest
 from tests.interop.harbor_kit import write_harbor_task
 
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.package import load_task
 from posttrain_arena.trial.runner import TrialRunner
 
 pytestmark = pytest.mark.bwrap

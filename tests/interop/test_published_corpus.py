@@ -9,10 +9,10 @@ import pytest
 import yaml
 from tests.interop.corpus import DESCRIPTIVE_FORMS, base_frontmatter, variants, write
 
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.collection import check_collection
-from posttrain_arena.spec.findings import Severity
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.collection import check_collection
+from posttrain_arena.task_format.findings import Severity
+from posttrain_arena.task_format.package import load_task
 
 VARIANTS = variants()
 

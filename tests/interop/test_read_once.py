@@ -10,7 +10,7 @@ import pytest
 from tests.interop.corpus import base_frontmatter, write
 from tests.interop.harbor_kit import write_harbor_task
 
-from posttrain_arena.spec.checks import check_task
+from posttrain_arena.task_format.checks import check_task
 
 _OPENS: Counter[str] = Counter()
 _WATCH: list[str] = []

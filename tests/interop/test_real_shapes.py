@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.domain_map import map_domain
-from posttrain_arena.spec.domains import Domain, composition_violations
-from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.layout import Layout
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.domain_map import map_domain
+from posttrain_arena.task_format.domains import Domain, composition_violations
+from posttrain_arena.task_format.findings import SpecError
+from posttrain_arena.task_format.layout import Layout
+from posttrain_arena.task_format.package import load_task
 
 from .corpus import BASE
 from .real_shapes import (

@@ -9,9 +9,9 @@ import pytest
 
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.package import load_task
-from posttrain_arena.spec.rubric import Dimension, Rubric, score
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.package import load_task
+from posttrain_arena.task_format.rubric import Dimension, Rubric, score
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.rubric import apply_rubric
 from posttrain_arena.trial.runner import TrialRunner
@@ -167,8 +167,8 @@ BLOCKS = [
 
 @pytest.mark.parametrize("text", BLOCKS)
 def test_the_rubric_fast_path_means_what_the_full_parse_means(text: str) -> None:
-    from posttrain_arena.spec.rubric import _rubric_block, _rubric_of
-    from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
+    from posttrain_arena.task_format.rubric import _rubric_block, _rubric_of
+    from posttrain_arena.task_format.yamlsafe import YamlProblem, load_yaml
 
     yaml_lines = text.split("---\n")[1].splitlines()
     try:

@@ -10,9 +10,9 @@ from tests.interop.harbor_kit import write_multistep_task
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.script import ScriptAgent
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.package import load_task
-from posttrain_arena.spec.steps import aggregate
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.package import load_task
+from posttrain_arena.task_format.steps import aggregate
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner
 
@@ -135,9 +135,9 @@ def test_packages_declare_steps_the_same_way(tmp_path: Path) -> None:
 
 
 def test_convert_refuses_steps(tmp_path: Path) -> None:
-    from posttrain_arena.spec.convert import convert
-    from posttrain_arena.spec.findings import SpecError
-    from posttrain_arena.spec.layout import Layout
+    from posttrain_arena.task_format.convert import convert
+    from posttrain_arena.task_format.findings import SpecError
+    from posttrain_arena.task_format.layout import Layout
 
     with pytest.raises(SpecError, match="multi-step"):
         convert(write_multistep_task(tmp_path / "h"), Layout.POSTTRAIN, tmp_path / "o")

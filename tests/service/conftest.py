@@ -19,7 +19,7 @@ from posttrain_arena.service.app import create_app
 from posttrain_arena.service.auth import create_user
 from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
-from posttrain_arena.spec.scaffold import new_task
+from posttrain_arena.task_format.scaffold import new_task
 
 DOMAINS = ("software-engineering", "finance-economics", "cybersecurity", "natural-science")
 

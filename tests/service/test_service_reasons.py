@@ -10,7 +10,7 @@ from posttrain_arena.service.auth import Principal
 from posttrain_arena.service.models import Challenge
 from posttrain_arena.service.stage_plan import FunctionStage, RunContext, snapshot
 from posttrain_arena.service.worker import Worker
-from posttrain_arena.spec.scaffold import new_task
+from posttrain_arena.task_format.scaffold import new_task
 
 from .conftest import Arena
 

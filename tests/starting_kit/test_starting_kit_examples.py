@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.domains import KNOWN_DOMAINS
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.domains import KNOWN_DOMAINS
+from posttrain_arena.task_format.package import TaskPackage, load_task
 
 from . import replay
 from .wrong_answers import WRONG_ANSWERS

@@ -9,7 +9,7 @@ import pytest
 
 from posttrain_arena.agents.model import AgentSettings, ModelAgent
 from posttrain_arena.models.scripted import ScriptedModel
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.package import load_task
 from posttrain_arena.train.recipe import TeacherSection
 from posttrain_arena.train.teacher import OracleTeacherAgent, run_teacher
 from posttrain_arena.trial.executor import ThreadExecutor

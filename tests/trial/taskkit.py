@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.package import TaskPackage, load_task
 
 BASE = "posttrain-arena/python:bookworm"
 

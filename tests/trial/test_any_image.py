@@ -16,7 +16,7 @@ import pytest
 from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.transcript import Message, Transcript
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.package import TaskPackage, load_task
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner
 

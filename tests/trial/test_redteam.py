@@ -278,7 +278,7 @@ def _stdout_value(result: TrialResult, key: str) -> int | None:
 def test_network_is_the_operators_decision(
     backend_name: str, runner_factory: Factory, tmp_path: Path
 ) -> None:
-    from posttrain_arena.spec.package import load_task
+    from posttrain_arena.task_format.package import load_task
 
     task = make_task(tmp_path / "task")
     md = task.root / "task.md"

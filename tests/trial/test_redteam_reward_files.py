@@ -11,7 +11,7 @@ from pathlib import Path
 
 from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
 from posttrain_arena.agents.transcript import Message, Transcript
-from posttrain_arena.spec.rubric import Dimension, Rubric
+from posttrain_arena.task_format.rubric import Dimension, Rubric
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.rubric import apply_rubric
 from posttrain_arena.trial.runner import TrialRunner

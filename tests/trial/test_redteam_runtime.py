@@ -15,7 +15,7 @@ import pytest
 
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.script import ScriptAgent
-from posttrain_arena.spec.checks import check_task
+from posttrain_arena.task_format.checks import check_task
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner
 

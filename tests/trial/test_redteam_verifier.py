@@ -19,7 +19,7 @@ import pytest
 
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.script import ScriptAgent
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.package import TaskPackage, load_task
 from posttrain_arena.trial.result import Outcome, TrialResult
 from posttrain_arena.trial.runner import TrialRunner
 

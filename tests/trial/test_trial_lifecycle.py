@@ -11,7 +11,7 @@ import pytest
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.script import ScriptAgent
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.package import TaskPackage, load_task
 from posttrain_arena.trial.journal import Journal
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner, trial_id

@@ -12,7 +12,7 @@ import pytest
 
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.package import load_task
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.spec.package import VerifierKind
+from posttrain_arena.task_format.package import VerifierKind
 from posttrain_arena.trial.harness import harness_bundle
 from posttrain_arena.trial.journal import Journal
 from posttrain_arena.trial.records import trial_id

@@ -35,7 +35,7 @@ from posttrain_arena.evaluate.suite import suite_from_tasks
 from posttrain_arena.models.openai import OpenAIChatModel
 from posttrain_arena.models.transformers_local import TransformersChatModel
 from posttrain_arena.models.vllm_server import VllmServer
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.package import TaskPackage, load_task
 from posttrain_arena.train.recipe import ModelSection, SftSection, TeacherSection
 from posttrain_arena.train.sft import run_sft
 from posttrain_arena.train.teacher import run_teacher

@@ -28,7 +28,7 @@ from posttrain_arena.service.stage_plan import (
     structural_check,
 )
 from posttrain_arena.service.worker import Worker
-from posttrain_arena.spec.scaffold import new_task
+from posttrain_arena.task_format.scaffold import new_task
 
 DOMAINS = ("software-engineering", "finance-economics", "natural-science")
 ROLES = {"admin": "admin", "editor": "editor", "author": "participant", "other": "participant"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from posttrain_arena.spec.domains import Domain
+from posttrain_arena.task_format.domains import Domain
 
 from .conftest import ROLES, Site, post
 

@@ -34,7 +34,7 @@ from posttrain_arena.agents.script import ScriptAgent
 from posttrain_arena.agents.teacher import OracleTeacherAgent
 from posttrain_arena.models.base import ChatModel
 from posttrain_arena.models.spec import load_model
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.package import TaskPackage
 
 AgentKind = Literal["oracle", "empty", "script", "oracle-teacher", "model"]
 

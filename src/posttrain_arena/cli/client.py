@@ -44,7 +44,7 @@ def challenges() -> None:
 
 def validate(path: Path = typer.Argument(..., help="Collection directory")) -> None:
     """Check a collection locally with the server's structural checks (no upload)."""
-    from posttrain_arena.spec.collection import check_collection
+    from posttrain_arena.task_format.collection import check_collection
 
     report = check_collection(path)
     _print(report.to_json())

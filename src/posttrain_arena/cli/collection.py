@@ -1,5 +1,5 @@
 """`arena collection check` and `arena collection gate`: thin wrappers over
-posttrain_arena.spec.collection and posttrain_arena.gates."""
+posttrain_arena.task_format.collection and posttrain_arena.gates."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def check(
     Exit 0 when valid (warnings allowed), 1 when there are errors.
     """
     from posttrain_arena.cli.task import print_findings
-    from posttrain_arena.spec.collection import check_collection
+    from posttrain_arena.task_format.collection import check_collection
 
     if jobs == 0:
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1

@@ -1,4 +1,4 @@
-"""`arena task check|schema|new`: thin wrappers over posttrain_arena.spec."""
+"""`arena task check|schema|new`: thin wrappers over posttrain_arena.task_format."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from posttrain_arena.cli.groups import task_app
-from posttrain_arena.spec.domains import Domain
+from posttrain_arena.task_format.domains import Domain
 
 
 def register(app: typer.Typer) -> None:
@@ -36,7 +36,7 @@ def check(
 
     Exit 0 when every package is valid (warnings allowed), 1 when any has errors.
     """
-    from posttrain_arena.spec.checks import check_task
+    from posttrain_arena.task_format.checks import check_task
 
     reports = [check_task(p) for p in paths]
     ok = all(r.ok for r in reports)
@@ -60,7 +60,7 @@ def schema(
     as_json: bool = typer.Option(True, "--json", help="JSON output (the only format)."),
 ) -> None:
     """Print the JSON Schema of task.md frontmatter (or of submission.yaml)."""
-    from posttrain_arena.spec.schema import submission_schema, task_schema
+    from posttrain_arena.task_format.schema import submission_schema, task_schema
 
     _dump(submission_schema() if submission else task_schema())
 
@@ -75,7 +75,7 @@ def new(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Write a new task package that checks clean and that an empty trial fails."""
-    from posttrain_arena.spec.scaffold import ScaffoldError, new_task, validate_task_name
+    from posttrain_arena.task_format.scaffold import ScaffoldError, new_task, validate_task_name
 
     try:
         validate_task_name(name)
@@ -107,9 +107,9 @@ def convert(
     The output is loaded again and compared with the source (prompt, limits, verifier,
     rubric); nothing is run. Exit 1 when the source does not load or cannot be converted.
     """
-    from posttrain_arena.spec.convert import convert as run_convert
-    from posttrain_arena.spec.findings import SpecError
-    from posttrain_arena.spec.layout import Layout
+    from posttrain_arena.task_format.convert import convert as run_convert
+    from posttrain_arena.task_format.findings import SpecError
+    from posttrain_arena.task_format.layout import Layout
 
     try:
         layout = Layout(to)
@@ -147,7 +147,7 @@ def serve(
     phase in a fresh sandbox. Clients: openenv-core's EnvClient / GenericEnvClient.
     """
     from posttrain_arena.serve_env.app import serve as run_server
-    from posttrain_arena.spec.findings import SpecError
+    from posttrain_arena.task_format.findings import SpecError
 
     try:
         run_server(directory, host=host, port=port, backend=backend, max_sessions=max_sessions)

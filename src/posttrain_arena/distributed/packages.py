@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 from posttrain_arena.paths import cache_home
-from posttrain_arena.spec.hashing import iter_files
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.hashing import iter_files
+from posttrain_arena.task_format.package import TaskPackage, load_task
 
 
 class PackageMismatch(RuntimeError):

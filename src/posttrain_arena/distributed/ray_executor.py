@@ -26,7 +26,7 @@ from typing import Any
 
 from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.distributed.packages import pack, unpack
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.trial.executor import (
     ExecutorError,
     TrialJob,

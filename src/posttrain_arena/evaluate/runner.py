@@ -23,7 +23,7 @@ from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.evaluate.report import EvalReport, build_report
 from posttrain_arena.evaluate.suite import Suite
 from posttrain_arena.models.base import ChatModel
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.trial.executor import (
     ExecutorError,
     ThreadExecutor,

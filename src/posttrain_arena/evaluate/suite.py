@@ -20,10 +20,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain_arena.spec.domains import Domain, composition_violations
-from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.hashing import combine_hashes
-from posttrain_arena.spec.package import TASK_MD, TaskPackage, is_task_dir, load_task
+from posttrain_arena.task_format.domains import Domain, composition_violations
+from posttrain_arena.task_format.findings import SpecError
+from posttrain_arena.task_format.hashing import combine_hashes
+from posttrain_arena.task_format.package import TASK_MD, TaskPackage, is_task_dir, load_task
 
 
 class SuiteError(Exception):

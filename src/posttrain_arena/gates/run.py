@@ -60,9 +60,9 @@ from posttrain_arena.gates.policy import DEFAULT_POLICY, INFRA_OUTCOMES, GatePol
 from posttrain_arena.gates.probes import PROBES, make_probe
 from posttrain_arena.models.base import ChatModel
 from posttrain_arena.sandbox.base import BuildError
-from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.hashing import tree_hash
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.findings import SpecError
+from posttrain_arena.task_format.hashing import tree_hash
+from posttrain_arena.task_format.package import TaskPackage, load_task
 from posttrain_arena.trial.replay import task_dirs
 from posttrain_arena.trial.result import TrialResult
 from posttrain_arena.trial.runner import TrialRunner

@@ -43,7 +43,7 @@ from posttrain_arena.sandbox.imagemap import (
     ensure_base_images,
     load_image_map,
 )
-from posttrain_arena.spec.hashing import tree_hash
+from posttrain_arena.task_format.hashing import tree_hash
 
 FORMAT = "docker-image-v1"
 LABEL = "posttrain-arena"

@@ -42,7 +42,7 @@ from posttrain_arena.sandbox.base import (
 from posttrain_arena.sandbox.docker_anchor import end_all_but_anchor
 from posttrain_arena.sandbox.localfs import Budget, copy_tree, remove_tree, sessions_dir
 from posttrain_arena.sandbox.process import OutputCapture
-from posttrain_arena.spec.trust import DEFAULT_PATH
+from posttrain_arena.task_format.trust import DEFAULT_PATH
 
 _KILL_MARKED = (
     'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; '

@@ -34,7 +34,7 @@ from typing import Any
 
 from posttrain_arena.paths import cache_home
 from posttrain_arena.sandbox.base import BuildError
-from posttrain_arena.spec.dockerfile import LOCAL_BASE_IMAGES, base_images, parse_dockerfile
+from posttrain_arena.task_format.dockerfile import LOCAL_BASE_IMAGES, base_images, parse_dockerfile
 
 IMAGE_MAP_ENV = "ARENA_IMAGE_MAP"
 DEFAULT_IMAGE_MAP = Path("~/.config/posttrain-arena/image-map.toml")

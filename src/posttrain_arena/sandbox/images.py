@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import PrerequisiteError, SandboxError
-from posttrain_arena.spec.dockerfile import LOCAL_BASE_IMAGES
+from posttrain_arena.task_format.dockerfile import LOCAL_BASE_IMAGES
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SUITE = "bookworm"

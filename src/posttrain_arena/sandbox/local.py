@@ -52,7 +52,7 @@ from posttrain_arena.sandbox.localfs import (
 
 __all__ = ["LocalBackend", "LocalSession", "base_bwrap_args", "bwrap_path", "sessions_dir"]
 from posttrain_arena.sandbox.process import run_with_deadline
-from posttrain_arena.spec.trust import DEFAULT_PATH
+from posttrain_arena.task_format.trust import DEFAULT_PATH
 
 SESSION_PREFIX = "arena-local-"
 OUTPUT_ROOT = "/logs"

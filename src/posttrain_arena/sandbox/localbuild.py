@@ -35,8 +35,8 @@ from posttrain_arena.sandbox.localfs import (
     normalize,
     root_for,
 )
-from posttrain_arena.spec.hashing import tree_hash
-from posttrain_arena.spec.trust import DEFAULT_PATH
+from posttrain_arena.task_format.hashing import tree_hash
+from posttrain_arena.task_format.trust import DEFAULT_PATH
 
 FORMAT = "local-image-v2"  # v2: ENV expands $PATH and $HOME against the base's values
 IGNORED = frozenset(

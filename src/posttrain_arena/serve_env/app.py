@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from openenv.core.env_server.http_server import create_fastapi_app
 
 from posttrain_arena.serve_env.environment import ArenaEnvironment, BashAction, BashObservation
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.package import TaskPackage, load_task
 from posttrain_arena.trial.runner import TrialRunner
 
 

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from posttrain_arena.agents.base import AgentContext, AgentRun, Shell, ShellResult
 from posttrain_arena.agents.transcript import Message, Transcript
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.trial.result import Outcome, TrialResult
 from posttrain_arena.trial.runner import TrialRunner
 

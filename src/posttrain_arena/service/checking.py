@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posttrain_arena.spec.collection import check_collection
-from posttrain_arena.spec.findings import Finding, Severity
-from posttrain_arena.spec.hashing import tree_hash
+from posttrain_arena.task_format.collection import check_collection
+from posttrain_arena.task_format.findings import Finding, Severity
+from posttrain_arena.task_format.hashing import tree_hash
 
 
 @dataclass

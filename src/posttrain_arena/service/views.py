@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from posttrain_arena.service.hfsource import parse_hf_url
 from posttrain_arena.service.models import Collection, User
 from posttrain_arena.service.schemas import SourceKind
-from posttrain_arena.spec.collection import check_collection
+from posttrain_arena.task_format.collection import check_collection
 
 
 class TaskRow(BaseModel):

@@ -45,7 +45,7 @@ from posttrain_arena.agents.transcript import Transcript
 from posttrain_arena.evaluate.attribution import training_reward
 from posttrain_arena.models.base import SamplingParams
 from posttrain_arena.models.transformers_local import TransformersChatModel
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.train.flatskip import HoldOnFlat, skip_flat_steps
 from posttrain_arena.train.recipe import GrpoSection, ModelSection
 from posttrain_arena.trial.executor import TrialJob, TrialOutput

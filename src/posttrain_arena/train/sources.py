@@ -15,9 +15,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.hashing import combine_hashes
-from posttrain_arena.spec.package import TaskPackage, is_task_dir, load_task
+from posttrain_arena.task_format.findings import SpecError
+from posttrain_arena.task_format.hashing import combine_hashes
+from posttrain_arena.task_format.package import TaskPackage, is_task_dir, load_task
 
 
 class SourceError(Exception):

@@ -16,8 +16,8 @@ from posttrain_arena.agents.model import AgentSettings
 from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.codehash import code_hash, environment_hash
 from posttrain_arena.evaluate.report import EvalReport
-from posttrain_arena.spec.hashing import tree_hash
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.hashing import tree_hash
+from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.train import leakage, score
 from posttrain_arena.train.recipe import Recipe, RecipeError
 from posttrain_arena.train.sources import TaskSet, fetch, load_taskset

@@ -28,7 +28,7 @@ from posttrain_arena.agents.model import TOOLS
 from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.agents.teacher import OracleTeacherAgent, oracle_command
 from posttrain_arena.agents.transcript import Transcript
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.train.recipe import TeacherSection
 from posttrain_arena.trial.executor import TrialJob, TrialOutput
 from posttrain_arena.trial.result import Outcome, TrialResult

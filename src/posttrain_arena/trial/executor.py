@@ -27,7 +27,7 @@ from typing import Protocol
 from posttrain_arena.agents.base import Agent, AgentContext, AgentRun, Shell
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.spec import AgentSpec
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.trial.journal import Journal
 from posttrain_arena.trial.records import trial_id
 from posttrain_arena.trial.result import Outcome, TrialResult

@@ -23,7 +23,7 @@ from posttrain_arena.agents.base import AgentContext, AgentRun
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.transcript import Message, Transcript
 from posttrain_arena.sandbox.base import Mount, SandboxError, Session, TransferLimit
-from posttrain_arena.spec.package import VerifierKind
+from posttrain_arena.task_format.package import VerifierKind
 from posttrain_arena.trial import onecall, shared, verification
 from posttrain_arena.trial.harness import HARNESS_DIR, harness_bundle
 from posttrain_arena.trial.plan import TrialPlan

@@ -29,10 +29,10 @@ from pathlib import Path
 
 from posttrain_arena.agents.transcript import Transcript
 from posttrain_arena.sandbox.base import Session, TransferLimit
-from posttrain_arena.spec.body import Section, TaskBody
-from posttrain_arena.spec.package import TaskPackage
-from posttrain_arena.spec.steps import Step, aggregate
-from posttrain_arena.spec.task import Isolation
+from posttrain_arena.task_format.body import Section, TaskBody
+from posttrain_arena.task_format.package import TaskPackage
+from posttrain_arena.task_format.steps import Step, aggregate
+from posttrain_arena.task_format.task import Isolation
 from posttrain_arena.trial import lifecycle, verification
 from posttrain_arena.trial.pristine import TaskRefused
 from posttrain_arena.trial.result import Outcome, TestDetail

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from posttrain_arena.agents.base import Agent
 from posttrain_arena.sandbox.base import Backend, ImageRef, Limits
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.trial.pool import SessionPool
 from posttrain_arena.trial.pristine import TrustCache
 from posttrain_arena.trial.records import TrialRecord

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Mapping
 
 from posttrain_arena.sandbox.base import ImageRef, SandboxError, Session
-from posttrain_arena.spec.trust import DEFAULT_PATH, FIX, root_of, untrusted_entries
+from posttrain_arena.task_format.trust import DEFAULT_PATH, FIX, root_of, untrusted_entries
 
 PROGRAMS = ("python3", "python", "bash", "sh", "env", "tar", "find", "pytest")
 

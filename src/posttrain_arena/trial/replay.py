@@ -14,8 +14,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from posttrain_arena.agents.spec import AgentSpec
-from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.package import is_task_dir, load_task
+from posttrain_arena.task_format.findings import SpecError
+from posttrain_arena.task_format.package import is_task_dir, load_task
 from posttrain_arena.trial.executor import ThreadExecutor, TrialExecutor, TrialJob
 from posttrain_arena.trial.result import Outcome, TrialResult
 from posttrain_arena.trial.runner import TrialRunner

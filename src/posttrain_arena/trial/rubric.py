@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posttrain_arena.spec.rubric import Rubric, read_reward_json, score, scores_dimensions
+from posttrain_arena.task_format.rubric import Rubric, read_reward_json, score, scores_dimensions
 from posttrain_arena.trial.result import TestDetail
 from posttrain_arena.trial.verifier import VerifierReading, read_reward_file
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from posttrain_arena.agents.base import Agent
 from posttrain_arena.sandbox.base import Backend, BuildError, ImageRef, SandboxError
 from posttrain_arena.sandbox.imagemap import build_context
-from posttrain_arena.spec.hashing import tree_hash
-from posttrain_arena.spec.package import TaskPackage
+from posttrain_arena.task_format.hashing import tree_hash
+from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.trial import lifecycle, multistep
 from posttrain_arena.trial.journal import Journal
 from posttrain_arena.trial.pool import SessionPool

@@ -26,7 +26,7 @@ from __future__ import annotations
 import secrets
 
 from posttrain_arena.sandbox.base import Session
-from posttrain_arena.spec.trust import DEFAULT_PATH
+from posttrain_arena.task_format.trust import DEFAULT_PATH
 from posttrain_arena.trial import verification
 from posttrain_arena.trial.harness import harness_bundle
 from posttrain_arena.trial.plan import HARNESS_CWD, TrialPlan

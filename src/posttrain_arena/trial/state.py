@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import MissingPath, SandboxError, Session, TransferBounds
-from posttrain_arena.spec.trust import state_roots
+from posttrain_arena.task_format.trust import state_roots
 from posttrain_arena.trial.hostfiles import read_regular, write_file
 
 __all__ = ["SavedState", "StateReport", "StateTooLarge", "clear_roots", "fetch_state",

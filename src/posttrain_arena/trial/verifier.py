@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posttrain_arena.spec.package import VerifierKind
-from posttrain_arena.spec.trust import DEFAULT_PATH
+from posttrain_arena.task_format.package import VerifierKind
+from posttrain_arena.task_format.trust import DEFAULT_PATH
 from posttrain_arena.trial.harness import SUPERVISOR
 from posttrain_arena.trial.hostfiles import NotRegular, read_regular, write_file
 from posttrain_arena.trial.result import TestDetail

@@ -40,8 +40,8 @@ from posttrain_arena.challenges.micro.families import (
 )
 from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
 from posttrain_arena.evaluate.suite import CLUSTER_TAG
-from posttrain_arena.spec.collection import load_collection
-from posttrain_arena.spec.domains import composition_violations
+from posttrain_arena.task_format.collection import load_collection
+from posttrain_arena.task_format.domains import composition_violations
 from posttrain_arena.train.leakage import LeakageDoc, LeakGate
 from posttrain_arena.train.stages import Progress, StageEvent, no_progress
 

@@ -28,7 +28,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from posttrain_arena.spec.domains import Domain
+from posttrain_arena.task_format.domains import Domain
 
 
 @dataclass(frozen=True)

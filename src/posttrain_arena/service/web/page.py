@@ -31,7 +31,7 @@ from posttrain_arena.service.config import Settings
 from posttrain_arena.service.db import Database
 from posttrain_arena.service.errors import BadRequest, ServiceError, Unauthorized
 from posttrain_arena.service.sessions import SESSION_COOKIE, Sessions
-from posttrain_arena.spec.domains import Domain
+from posttrain_arena.task_format.domains import Domain
 
 CSRF_COOKIE = "arena_csrf"
 OLD_TOKEN_COOKIE = "arena_token"

@@ -16,7 +16,7 @@ as Harbor does is refused with the file, the key and the fix: GPUs,
 a compose file with services besides `main` (several containers). A `docker_image`
 with no Dockerfile is kept as `environment.docker_image` (the image is used as it is);
 `[verifier] env` constants are passed to the verifier. `[[steps]]`
-multi-step tasks are read by `spec/steps.py`. Descriptive keys (`[metadata]`,
+multi-step tasks are read by `task_format/steps.py`. Descriptive keys (`[metadata]`,
 `[task]`, `artifacts`, ...) are never errors.
 """
 
@@ -30,14 +30,14 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from posttrain_arena.spec import dockerfile as df
-from posttrain_arena.spec.body import Section, TaskBody
-from posttrain_arena.spec.domain_map import category_notes
-from posttrain_arena.spec.files import err, read_text_file
-from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
-from posttrain_arena.spec.rubric import Rubric, read_rubric
-from posttrain_arena.spec.steps import Step, Strategy, parse_steps
-from posttrain_arena.spec.task import TaskFrontmatter
+from posttrain_arena.task_format import dockerfile as df
+from posttrain_arena.task_format.body import Section, TaskBody
+from posttrain_arena.task_format.domain_map import category_notes
+from posttrain_arena.task_format.files import err, read_text_file
+from posttrain_arena.task_format.findings import Finding, Severity, SpecError, validation_findings
+from posttrain_arena.task_format.rubric import Rubric, read_rubric
+from posttrain_arena.task_format.steps import Step, Strategy, parse_steps
+from posttrain_arena.task_format.task import TaskFrontmatter
 
 TASK_TOML = "task.toml"
 INSTRUCTION_MD = "instruction.md"

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from posttrain_arena.spec.domains import Domain
+from posttrain_arena.task_format.domains import Domain
 
 DIFFICULTIES = ("easy", "medium", "hard")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -28,12 +28,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.files import err
-from posttrain_arena.spec.findings import SpecError
-from posttrain_arena.spec.harbor import HARBOR_TESTS_MOUNT, INSTRUCTION_MD, TASK_TOML
-from posttrain_arena.spec.layout import TASK_MD, Layout
-from posttrain_arena.spec.package import TaskPackage, VerifierKind, load_task
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.files import err
+from posttrain_arena.task_format.findings import SpecError
+from posttrain_arena.task_format.harbor import HARBOR_TESTS_MOUNT, INSTRUCTION_MD, TASK_TOML
+from posttrain_arena.task_format.layout import TASK_MD, Layout
+from posttrain_arena.task_format.package import TaskPackage, VerifierKind, load_task
 
 TEST_SH_FOR = {
     VerifierKind.VERIFIER_PY: """\

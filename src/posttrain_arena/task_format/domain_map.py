@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from posttrain_arena.spec.domains import SLUGS, Domain
+from posttrain_arena.task_format.domains import SLUGS, Domain
 
 CATEGORY_WEIGHT = 3.0
 TAG_WEIGHT = 1.0

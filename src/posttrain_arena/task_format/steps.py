@@ -29,8 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain_arena.spec.files import err, read_text_file
-from posttrain_arena.spec.findings import Finding, SpecError
+from posttrain_arena.task_format.files import err, read_text_file
+from posttrain_arena.task_format.findings import Finding, SpecError
 
 Strategy = Literal["mean", "final"]
 MAX_STEPS = 64

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posttrain_arena.spec.files import err, read_text_file
-from posttrain_arena.spec.findings import Finding, Severity, SpecError
-from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
+from posttrain_arena.task_format.files import err, read_text_file
+from posttrain_arena.task_format.findings import Finding, Severity, SpecError
+from posttrain_arena.task_format.yamlsafe import YamlProblem, load_yaml
 
 COMPOSE_FILE = "environment/docker-compose.yaml"
 """The one compose file Harbor and BenchFlow read."""

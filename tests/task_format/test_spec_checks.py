@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.spec.checks import CheckLimits, check_task
-from posttrain_arena.spec.findings import Severity, SpecError
-from posttrain_arena.spec.hashing import tree_hash
-from posttrain_arena.spec.package import VerifierKind, load_task
+from posttrain_arena.task_format.checks import CheckLimits, check_task
+from posttrain_arena.task_format.findings import Severity, SpecError
+from posttrain_arena.task_format.hashing import tree_hash
+from posttrain_arena.task_format.package import VerifierKind, load_task
 
 from .conftest import EXISTING_TASK_MD, PackageFactory
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from posttrain_arena.spec.domains import Domain, parse_domain
-from posttrain_arena.spec.scaffold_files import FILES
+from posttrain_arena.task_format.domains import Domain, parse_domain
+from posttrain_arena.task_format.scaffold_files import FILES
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 

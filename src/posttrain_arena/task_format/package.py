@@ -14,30 +14,36 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from posttrain_arena.spec.body import Section, TaskBody, parse_body, sidecar_kind, sidecar_sections
-from posttrain_arena.spec.compose import compose_findings
-from posttrain_arena.spec.domain_map import category_notes
-from posttrain_arena.spec.domains import Domain
-from posttrain_arena.spec.files import read_small_file, read_text_file
-from posttrain_arena.spec.findings import Finding, Severity, SpecError, validation_findings
-from posttrain_arena.spec.harbor import TASK_TOML, parse_harbor
-from posttrain_arena.spec.hashing import tree_hash
-from posttrain_arena.spec.layout import (
+from posttrain_arena.task_format.body import (
+    Section,
+    TaskBody,
+    parse_body,
+    sidecar_kind,
+    sidecar_sections,
+)
+from posttrain_arena.task_format.compose import compose_findings
+from posttrain_arena.task_format.domain_map import category_notes
+from posttrain_arena.task_format.domains import Domain
+from posttrain_arena.task_format.files import read_small_file, read_text_file
+from posttrain_arena.task_format.findings import Finding, Severity, SpecError, validation_findings
+from posttrain_arena.task_format.harbor import TASK_TOML, parse_harbor
+from posttrain_arena.task_format.hashing import tree_hash
+from posttrain_arena.task_format.layout import (
     BENCHFLOW_TESTS_MOUNT,
     LAYOUT_DIRS,
     TASK_MD,
     Layout,
     detect_layout,
 )
-from posttrain_arena.spec.rubric import VERIFIER_MD, Rubric, read_rubric
-from posttrain_arena.spec.steps import Step, Strategy, parse_steps
-from posttrain_arena.spec.task import (
+from posttrain_arena.task_format.rubric import VERIFIER_MD, Rubric, read_rubric
+from posttrain_arena.task_format.steps import Step, Strategy, parse_steps
+from posttrain_arena.task_format.task import (
     SPELLINGS,
     TaskFrontmatter,
     normalize_spellings,
     version_tuple,
 )
-from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
+from posttrain_arena.task_format.yamlsafe import YamlProblem, load_yaml
 
 MAX_TASK_MD_BYTES = 1024 * 1024
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.spec.checks import check_task
-from posttrain_arena.spec.domains import KNOWN_DOMAINS, Domain
-from posttrain_arena.spec.scaffold import ScaffoldError, new_task, render_files
+from posttrain_arena.task_format.checks import check_task
+from posttrain_arena.task_format.domains import KNOWN_DOMAINS, Domain
+from posttrain_arena.task_format.scaffold import ScaffoldError, new_task, render_files
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "starting-kit" / "template"
 

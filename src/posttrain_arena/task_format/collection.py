@@ -20,11 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from posttrain_arena.spec.checks import DEFAULT_LIMITS, CheckLimits, TaskReport, check_task
-from posttrain_arena.spec.findings import Finding, Severity, SpecError
-from posttrain_arena.spec.hashing import combine_hashes
-from posttrain_arena.spec.package import TaskPackage, read_small_file, validation_findings
-from posttrain_arena.spec.yamlsafe import MAX_YAML_BYTES, YamlProblem, load_yaml
+from posttrain_arena.task_format.checks import DEFAULT_LIMITS, CheckLimits, TaskReport, check_task
+from posttrain_arena.task_format.findings import Finding, Severity, SpecError
+from posttrain_arena.task_format.hashing import combine_hashes
+from posttrain_arena.task_format.package import TaskPackage, read_small_file, validation_findings
+from posttrain_arena.task_format.yamlsafe import MAX_YAML_BYTES, YamlProblem, load_yaml
 
 SUBMISSION_YAML = "submission.yaml"
 ENVS_DIR = "envs"

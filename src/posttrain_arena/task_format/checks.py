@@ -20,15 +20,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrain_arena.spec import dockerfile as df
-from posttrain_arena.spec import trust
-from posttrain_arena.spec.compose import COMPOSE_FILE, compose_findings
-from posttrain_arena.spec.findings import Finding, Severity, SpecError
-from posttrain_arena.spec.harbor import parse_harbor
-from posttrain_arena.spec.inventory import Inventory, hash_contents, walk
-from posttrain_arena.spec.layout import LAYOUT_DIRS, Layout, detect_layout, task_toml_note
-from posttrain_arena.spec.leaks import leak_findings
-from posttrain_arena.spec.package import (
+from posttrain_arena.task_format import dockerfile as df
+from posttrain_arena.task_format import trust
+from posttrain_arena.task_format.compose import COMPOSE_FILE, compose_findings
+from posttrain_arena.task_format.findings import Finding, Severity, SpecError
+from posttrain_arena.task_format.harbor import parse_harbor
+from posttrain_arena.task_format.inventory import Inventory, hash_contents, walk
+from posttrain_arena.task_format.layout import LAYOUT_DIRS, Layout, detect_layout, task_toml_note
+from posttrain_arena.task_format.leaks import leak_findings
+from posttrain_arena.task_format.package import (
     PROMPTS_DIR,
     ParsedTaskMd,
     TaskPackage,
@@ -38,7 +38,7 @@ from posttrain_arena.spec.package import (
     missing_verifier,
     parse_task_md,
 )
-from posttrain_arena.spec.task import TaskFrontmatter, unknown_keys
+from posttrain_arena.task_format.task import TaskFrontmatter, unknown_keys
 
 MiB = 1024 * 1024
 

@@ -32,9 +32,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from posttrain_arena.spec import dockerfile as df
-from posttrain_arena.spec.findings import Finding, Severity
-from posttrain_arena.spec.inventory import Inventory
+from posttrain_arena.task_format import dockerfile as df
+from posttrain_arena.task_format.findings import Finding, Severity
+from posttrain_arena.task_format.inventory import Inventory
 
 ANSWER_WORDS = re.compile(r"expected|answer|golden|gold[_.-]|truth|solution|solved|correct"
                           r"|oracle|output|result", re.IGNORECASE)

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from posttrain_arena.spec.hashing import IGNORED_NAMES
+from posttrain_arena.task_format.hashing import IGNORED_NAMES
 
 EntryKind = Literal["file", "dir", "link", "other"]
 

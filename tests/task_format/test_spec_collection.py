@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.spec.collection import (
+from posttrain_arena.task_format.collection import (
     MAX_TASKS,
     Submission,
     Track,
@@ -15,7 +15,7 @@ from posttrain_arena.spec.collection import (
     load_collection,
     load_submission,
 )
-from posttrain_arena.spec.findings import Severity, SpecError
+from posttrain_arena.task_format.findings import Severity, SpecError
 
 from .conftest import EXISTING_TASK_MD, SUBMISSION, write_collection, write_package
 
@@ -169,7 +169,7 @@ def test_task_md_symlink_is_not_followed(tmp_path: Path) -> None:
     secret.write_text("---\nversion: [leaked-secret-value\n---\n")
     pkg = write_package(tmp_path / "p", drop=("task.md",))
     (pkg / "task.md").symlink_to(secret)
-    from posttrain_arena.spec.checks import check_task
+    from posttrain_arena.task_format.checks import check_task
 
     report = check_task(pkg)
     assert not report.ok and "leaked-secret-value" not in report.model_dump_json()
@@ -209,7 +209,7 @@ def test_a_worker_that_fails_costs_time_not_reports(tmp_path: Path,
     """A child that cannot send its reports exits non-zero; the parent redoes its share."""
     import pickle
 
-    import posttrain_arena.spec.collection as module
+    import posttrain_arena.task_format.collection as module
 
     root = _with_problems(write_collection(tmp_path / "c", 60))
     expected = check_collection(root, jobs=1).to_json()

@@ -14,7 +14,7 @@ _BASE_ID = "urn:posttrain-arena:schema"
 
 def task_schema() -> dict[str, Any]:
     """JSON Schema of task.md's YAML frontmatter."""
-    from posttrain_arena.spec.task import TaskFrontmatter
+    from posttrain_arena.task_format.task import TaskFrontmatter
 
     schema = TaskFrontmatter.model_json_schema(mode="validation")
     return _wrap(schema, "task.md frontmatter", "task-frontmatter.json")
@@ -22,7 +22,7 @@ def task_schema() -> dict[str, Any]:
 
 def submission_schema() -> dict[str, Any]:
     """JSON Schema of a collection's submission.yaml."""
-    from posttrain_arena.spec.collection import Submission
+    from posttrain_arena.task_format.collection import Submission
 
     schema = Submission.model_json_schema(mode="validation")
     return _wrap(schema, "submission.yaml", "submission.json")

@@ -31,9 +31,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from posttrain_arena.spec.files import read_text_file
-from posttrain_arena.spec.findings import Finding, Severity, SpecError
-from posttrain_arena.spec.yamlsafe import MAX_YAML_BYTES, YamlProblem, load_yaml
+from posttrain_arena.task_format.files import read_text_file
+from posttrain_arena.task_format.findings import Finding, Severity, SpecError
+from posttrain_arena.task_format.yamlsafe import MAX_YAML_BYTES, YamlProblem, load_yaml
 
 VERIFIER_MD = "verifier.md"
 AGREEMENT = 1e-6

@@ -11,9 +11,9 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from posttrain_arena.spec.files import err as _err
-from posttrain_arena.spec.findings import Finding, Severity, SpecError
-from posttrain_arena.spec.harbor import TASK_TOML, is_harbor
+from posttrain_arena.task_format.files import err as _err
+from posttrain_arena.task_format.findings import Finding, Severity, SpecError
+from posttrain_arena.task_format.harbor import TASK_TOML, is_harbor
 
 TASK_MD = "task.md"
 

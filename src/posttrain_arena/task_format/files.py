@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from posttrain_arena.spec.findings import Finding, Severity, SpecError
+from posttrain_arena.task_format.findings import Finding, Severity, SpecError
 
 
 def read_small_file(path: Path, limit: int, label: str, hint: str) -> bytes:

@@ -11,11 +11,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posttrain_arena.spec.domains import SLUGS
-from posttrain_arena.spec.findings import Finding, SpecError
-from posttrain_arena.spec.package import parse_frontmatter, parse_task_md, split_frontmatter
-from posttrain_arena.spec.task import TaskFrontmatter
-from posttrain_arena.spec.yamlsafe import YamlProblem, load_yaml
+from posttrain_arena.task_format.domains import SLUGS
+from posttrain_arena.task_format.findings import Finding, SpecError
+from posttrain_arena.task_format.package import parse_frontmatter, parse_task_md, split_frontmatter
+from posttrain_arena.task_format.task import TaskFrontmatter
+from posttrain_arena.task_format.yamlsafe import YamlProblem, load_yaml
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
