@@ -42,7 +42,7 @@ from pathlib import Path
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.gates import GateName, GateReport, gate_collection
 from posttrain_arena.models.scripted import ScriptedModel
-from posttrain_arena.spec.package import TaskPackage, load_task
+from posttrain_arena.task_format.package import TaskPackage, load_task
 from posttrain_arena.trial.replay import task_dirs
 from posttrain_arena.trial.runner import TrialRunner
 

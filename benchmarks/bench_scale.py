@@ -281,7 +281,7 @@ def micro_tasks(root: Path, n: int) -> Suite:
     from posttrain_arena.challenges.micro.build import write_package
     from posttrain_arena.challenges.micro.families import HELD_OUT, SUITE_FAMILIES
     from posttrain_arena.evaluate.suite import suite_from_tasks
-    from posttrain_arena.spec.package import load_task
+    from posttrain_arena.task_format.package import load_task
 
     rng = random.Random(0)
     tasks = []

@@ -287,7 +287,7 @@ def near_duplicates(url: str, stored: int, packages: int, rounds: int) -> None:
     from posttrain_arena.service.auth import create_user
     from posttrain_arena.service.checking import check_collection_dir
     from posttrain_arena.service.models import Collection, PackageBand, PackagePrint
-    from posttrain_arena.spec.scaffold import new_task
+    from posttrain_arena.task_format.scaffold import new_task
 
     root = Path(tempfile.mkdtemp(prefix="arena-bench-col-"))
     (root / "envs").mkdir()

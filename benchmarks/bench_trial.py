@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain_arena.agents.oracle import OracleAgent
-from posttrain_arena.spec.package import load_task
+from posttrain_arena.task_format.package import load_task
 from posttrain_arena.trial.replay import replay_collection
 from posttrain_arena.trial.runner import TrialRunner
 
