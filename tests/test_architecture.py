@@ -58,10 +58,6 @@ def _libraries(text: str) -> dict[str, frozenset[str]]:
             for cells in _table(text, "| library | imported only in |")}
 
 
-def _known_circles(text: str) -> list[frozenset[str]]:
-    return [_names(cells[0]) for cells in _table(text, "| known module circle |")]
-
-
 def _unit(parts: list[str]) -> str:
     """The table row a module of posttrain_arena belongs to: `pkg/` or `module.py`."""
     if not parts:
@@ -238,7 +234,6 @@ def _module_circles() -> list[frozenset[str]]:
     return circles
 
 
-def test_no_module_circles_but_the_known_ones(doc: str) -> None:
-    known = _known_circles(doc)
-    new = [sorted(c) for c in _module_circles() if not any(c <= k for k in known)]
-    assert new == [], "modules that import each other (function-local imports included)"
+def test_no_module_circles() -> None:
+    assert [sorted(c) for c in _module_circles()] == [], (
+        "modules that import each other (function-local imports included)")

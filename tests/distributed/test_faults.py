@@ -23,7 +23,7 @@ from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.distributed.ray_executor import RayExecutor
 from posttrain_arena.evaluate.runner import evaluate
 from posttrain_arena.evaluate.suite import Suite, load_suite
-from posttrain_arena.sandbox.local import SESSION_PREFIX, sessions_dir
+from posttrain_arena.sandbox.localfs import SESSION_PREFIX, sessions_dir
 from posttrain_arena.trial.executor import TrialJob
 from posttrain_arena.trial.journal import Journal
 

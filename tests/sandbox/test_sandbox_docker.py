@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.sandbox import BuildError, Limits, get_backend
-from posttrain_arena.sandbox.docker import DockerBackend, pid_namespace
+from posttrain_arena.sandbox.docker import DockerBackend
+from posttrain_arena.sandbox.owner import pid_namespace
 from posttrain_arena.sandbox.reaper import reap_docker
 
 from .conftest import BASE, write_context

@@ -169,8 +169,8 @@ def test_the_output_directory_keeps_the_transfer_bounds_and_goes_with_the_sessio
 
 
 def test_the_reaper_removes_an_output_directory_whose_owner_died(tmp_path: Path) -> None:
-    from posttrain_arena.sandbox.docker import pid_namespace
     from posttrain_arena.sandbox.docker_session import OutputDir
+    from posttrain_arena.sandbox.owner import pid_namespace
     from posttrain_arena.sandbox.reaper import reap_local
 
     dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True)

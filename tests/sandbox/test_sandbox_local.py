@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.sandbox import BuildError, Limits, SandboxError, get_backend
-from posttrain_arena.sandbox.local import LocalBackend, sessions_dir
+from posttrain_arena.sandbox.local_backend import LocalBackend
 from posttrain_arena.sandbox.localbuild import image_dir
+from posttrain_arena.sandbox.localfs import sessions_dir
 from posttrain_arena.sandbox.reaper import reap_local
 
 from .conftest import write_context

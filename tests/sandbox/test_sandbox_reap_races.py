@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.sandbox.local import TRASH_PREFIX, sessions_dir
+from posttrain_arena.sandbox.localfs import TRASH_PREFIX, sessions_dir
 from posttrain_arena.sandbox.reaper import reap_local
 
 

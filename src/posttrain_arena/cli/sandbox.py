@@ -97,7 +97,7 @@ def image_map(
     ~/.config/posttrain-arena/image-map.toml): each FROM name, the image it is built
     from instead, and whether this machine's engine has that image."""
     from posttrain_arena.sandbox.base import SandboxError
-    from posttrain_arena.sandbox.docker import docker_client
+    from posttrain_arena.sandbox.engine import docker_client
     from posttrain_arena.sandbox.imagemap import EngineImages, map_status
 
     try:

@@ -16,7 +16,6 @@ import fcntl
 import hashlib
 import os
 import posixpath
-import socket
 import tempfile
 import threading
 import time
@@ -37,49 +36,18 @@ from posttrain_arena.sandbox.base import (
 )
 from posttrain_arena.sandbox.docker_anchor import ANCHOR
 from posttrain_arena.sandbox.docker_session import DockerSession, OutputDir
+from posttrain_arena.sandbox.engine import LABEL, docker_client
 from posttrain_arena.sandbox.imagemap import (
     EngineImages,
     apply_image_map,
     ensure_base_images,
     load_image_map,
 )
+from posttrain_arena.sandbox.owner import owner_label, pid_namespace
+from posttrain_arena.sandbox.reaper import reap_docker
 from posttrain_arena.task_format.hashing import tree_hash
 
 FORMAT = "docker-image-v1"
-LABEL = "posttrain-arena"
-
-
-def docker_client(timeout: int = 600) -> Any:
-    """A docker-py client for $DOCKER_HOST (default socket), or PrerequisiteError."""
-    try:
-        import docker
-    except ImportError as exc:  # pragma: no cover - docker is a core dependency
-        raise PrerequisiteError("the docker Python package is missing: pip install docker") from exc
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-    except Exception as exc:
-        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise PrerequisiteError(
-            f"no Docker engine answers at {where} ({type(exc).__name__}); fix: install "
-            "docker.io and start dockerd (e.g. `apt-get install docker.io && dockerd &`), "
-            "or use --backend local"
-        ) from exc
-    return client
-
-
-def owner_label() -> str:
-    """host:pid-namespace:pid of this process, so the reaper can tell a crashed owner's
-    containers (and never judges a pid from another machine or namespace)."""
-    return f"{socket.gethostname()}:{pid_namespace()}:{os.getpid()}"
-
-
-def pid_namespace() -> str:
-    """An id of this process's pid namespace ('' if unknown)."""
-    try:
-        return os.readlink("/proc/self/ns/pid").strip("pid:[]")
-    except OSError:
-        return ""
 
 
 def _locks_dir() -> Path:
@@ -128,8 +96,6 @@ class DockerBackend:
         with self._guard:
             if self._client is None:
                 self._client = docker_client()
-                from posttrain_arena.sandbox.reaper import reap_docker
-
                 # reaping is housekeeping; never block a start on it
                 with contextlib.suppress(Exception):
                     reap_docker(self._reap_after, client=self._client)

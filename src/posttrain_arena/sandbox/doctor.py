@@ -66,7 +66,7 @@ def _docker_status() -> tuple[BackendStatus, list[BaseImageStatus]]:
 
 
 def _local_status() -> BackendStatus:
-    from posttrain_arena.sandbox.local import LocalBackend
+    from posttrain_arena.sandbox.local_backend import LocalBackend
 
     works, detail = LocalBackend().available()
     return BackendStatus(name="local", works=works, detail=detail)

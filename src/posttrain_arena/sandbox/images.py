@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import PrerequisiteError, SandboxError
+from posttrain_arena.sandbox.engine import LABEL, docker_client
 from posttrain_arena.task_format.dockerfile import LOCAL_BASE_IMAGES
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SUITE = "bookworm"
-BASE_LABELS = {"posttrain-arena": "1", "posttrain-arena.base": "1"}
+BASE_LABELS = {LABEL: "1", f"{LABEL}.base": "1"}
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,6 @@ def host_mirror() -> str:
 
 
 def _docker_client():  # type: ignore[no-untyped-def]
-    from posttrain_arena.sandbox.docker import docker_client
-
     return docker_client()
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from posttrain_arena.paths import cache_home
 from posttrain_arena.sandbox.base import BuildError, ImageRef, Limits
 from posttrain_arena.sandbox.dockerfile import Instruction, env_pairs, expand, parse_file
+from posttrain_arena.sandbox.local import LocalSession
 from posttrain_arena.sandbox.localfs import (
     DEFAULT_ROOTS,
     SandboxFS,
@@ -255,8 +256,6 @@ class _Builder:
                 f"`{match.group(2)}` changes the system, which the local backend keeps "
                 "read-only (it uses the host's packages)" + _HINT,
             )
-        from posttrain_arena.sandbox.local import LocalSession
-
         argv = ins.args if ins.exec_form else ["/bin/sh", "-c", text]
         session = LocalSession(
             _ref(self.meta, "build"),

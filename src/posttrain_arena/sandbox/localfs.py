@@ -52,6 +52,12 @@ ETC_HIDDEN = (
 public TLS roots) stays; `ssl/private` does not, whoever runs the sandbox."""
 
 
+SESSION_PREFIX = "arena-local-"
+"""Names of local sessions' folders under sessions_dir()."""
+TRASH_PREFIX = ".trash-"
+"""A session folder renamed aside for removal (local.discard)."""
+
+
 def sessions_dir() -> Path:
     """Where session state directories live ($ARENA_LOCAL_SESSIONS or the temp dir)."""
     base = os.environ.get("ARENA_LOCAL_SESSIONS") or tempfile.gettempdir()

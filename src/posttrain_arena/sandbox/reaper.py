@@ -19,9 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posttrain_arena.sandbox.base import PrerequisiteError
-from posttrain_arena.sandbox.localfs import remove_tree
-
-LABEL = "posttrain-arena"
+from posttrain_arena.sandbox.bwrap import ETC_VIEW_PREFIX, current_etc_view
+from posttrain_arena.sandbox.cgroups import reap_stale
+from posttrain_arena.sandbox.docker_session import OUTPUT_PREFIX
+from posttrain_arena.sandbox.engine import LABEL, docker_client
+from posttrain_arena.sandbox.localfs import SESSION_PREFIX, TRASH_PREFIX, remove_tree, sessions_dir
+from posttrain_arena.sandbox.owner import pid_namespace
 
 
 @dataclass
@@ -45,8 +48,6 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _owner_dead(owner: str) -> bool:
-    from posttrain_arena.sandbox.docker import pid_namespace
-
     host, _, rest = owner.partition(":")
     namespace, _, pid = rest.rpartition(":")
     if host != socket.gethostname() or namespace != pid_namespace() or not pid.isdigit():
@@ -72,8 +73,6 @@ def reap_docker(
     import docker.errors
 
     if client is None:
-        from posttrain_arena.sandbox.docker import docker_client
-
         client = docker_client()
     removed: list[str] = []
     now = time.time()
@@ -93,12 +92,6 @@ def reap_docker(
 def reap_local(max_age_sec: float) -> tuple[list[str], int]:
     """Delete local session directories (and stale cgroups) whose owner died or that are
     older than max_age_sec; returns (session names, cgroups removed)."""
-    from posttrain_arena.sandbox.bwrap import ETC_VIEW_PREFIX, current_etc_view
-    from posttrain_arena.sandbox.cgroups import reap_stale
-    from posttrain_arena.sandbox.docker import pid_namespace
-    from posttrain_arena.sandbox.docker_session import OUTPUT_PREFIX
-    from posttrain_arena.sandbox.local import SESSION_PREFIX, TRASH_PREFIX, sessions_dir
-
     removed: list[str] = []
     now = time.time()
     # The view of /etc as it is now is in use by every process on this host, however old

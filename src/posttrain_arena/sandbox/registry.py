@@ -14,7 +14,7 @@ _guard = threading.Lock()
 def docker_answers() -> bool:
     """Whether a Docker engine answers a ping (quickly; no error raised)."""
     try:
-        from posttrain_arena.sandbox.docker import docker_client
+        from posttrain_arena.sandbox.engine import docker_client
 
         docker_client(timeout=5)
     except PrerequisiteError:
@@ -40,7 +40,7 @@ def get_backend(name: str = "auto") -> Backend:
 
                 _instances[name] = DockerBackend()
             else:
-                from posttrain_arena.sandbox.local import LocalBackend, bwrap_path
+                from posttrain_arena.sandbox.local_backend import LocalBackend, bwrap_path
 
                 bwrap_path()  # PrerequisiteError with the fix when bwrap is missing
                 _instances[name] = LocalBackend()
