@@ -106,6 +106,8 @@ class OutputDir:
 class DockerSession:
     """A container started by DockerBackend.start."""
 
+    host_copies = False  # see Session.host_copies: copies go through the engine's API
+
     def __init__(self, api: Any, container: str, sid: str, image: ImageRef, *,
                  output: OutputDir | None = None) -> None:
         self.api = api

@@ -99,6 +99,8 @@ def _uid_of(user: str | None) -> int | None:
 class LocalSession:
     """One local sandbox: a state directory, a cgroup, and bwrap per exec."""
 
+    host_copies = True  # see Session.host_copies: its files are a host directory
+
     def __init__(
         self,
         image: ImageRef,
