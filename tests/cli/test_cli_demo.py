@@ -58,4 +58,11 @@ def test_an_empty_arena_says_the_command_that_creates_its_first_challenge(
         page = client.get("/arena").text
         assert "/arena/challenges/micro" in page
         assert "create-micro-challenge" not in page
-        assert client.get("/arena/challenges/micro").status_code == 200
+        challenge_page = client.get("/arena/challenges/micro")
+        assert challenge_page.status_code == 200
+        # What everyone may read names the recipe and the base, never the server's folders.
+        answers = [client.get("/api/challenges"), client.get("/api/challenges/micro")]
+        assert [a.status_code for a in answers] == [200, 200]
+        for public in (page, challenge_page.text, *(a.text for a in answers)):
+            assert str(data) not in public and str(data.resolve()) not in public
+        assert made["recipe"].endswith(".toml") and "/" not in made["recipe"]

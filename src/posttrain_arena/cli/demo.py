@@ -185,7 +185,8 @@ def create_micro_challenge(
         ch = build_micro(Path(settings.data_dir) / "challenges" / f"micro-seed{seed}", seed=seed)
         model_key = _json.loads((Path(ch.model) / "pretraining.json").read_text())["key"]
         body = ChallengeCreate(
-            slug="micro", title=f"Micro challenge (seed {seed})", base_model=ch.model,
+            slug="micro", title=f"Micro challenge (seed {seed})",
+            base_model="posttrain-arena micro base",  # its folder is the server's: not shown
             base_model_revision=model_key, recipe=ch.recipes[RELEVANT], suite_path=ch.suite,
             description="Sixteen procedural shell-task families on a tiny from-scratch "
             "model: the whole loop on two CPU cores (`arena demo` runs it locally).")

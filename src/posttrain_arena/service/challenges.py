@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -23,7 +23,17 @@ def allowance(ch: Challenge) -> float:
 def to_out(ch: Challenge) -> ChallengeOut:
     """The public view of a challenge (the suite's location and contents stay sealed)."""
     data = {c: getattr(ch, c) for c in ChallengeOut.model_fields if c != "allowance"}
+    data.update(base_model=public_name(ch.base_model), recipe=public_name(ch.recipe))
     return ChallengeOut(**data, allowance=allowance(ch))
+
+
+def public_name(value: str) -> str:
+    """A model or recipe as everyone may see it: a server path (absolute, relative or
+    under ~) shows only its last part, so the server's folders stay its own; a hub id such
+    as `org/model` is shown whole. The hash beside it says exactly which one it is."""
+    if value.startswith(("/", "./", "../", "~")) or "\\" in value:
+        return PurePosixPath(value.replace("\\", "/")).name or "(server file)"
+    return value
 
 
 def inspect_suite(path: Path) -> tuple[str, int, dict[str, int]]:
