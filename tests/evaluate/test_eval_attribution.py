@@ -21,7 +21,7 @@ from posttrain_arena.evaluate.report import build_report
 from posttrain_arena.gates.policy import INFRA_OUTCOMES
 from posttrain_arena.models.openai import OpenAIChatModel
 from posttrain_arena.task_format.package import load_task
-from posttrain_arena.train.grpo import trial_episodes
+from posttrain_arena.train.episodes import trial_episodes
 from posttrain_arena.trial.executor import ThreadExecutor, TrialJob
 from posttrain_arena.trial.result import Outcome
 from posttrain_arena.trial.runner import TrialRunner

@@ -14,15 +14,12 @@ import pytest
 
 from posttrain_arena.agents.base import AgentContext
 from posttrain_arena.agents.model import AgentSettings
-from posttrain_arena.train.grpo import (
-    ROLLOUT_STATE,
-    AgentRollout,
-    Episode,
-    grpo_trainer,
-    run_grpo,
-)
+from posttrain_arena.train.episodes import Episode
+from posttrain_arena.train.grpo import ROLLOUT_STATE, run_grpo
+from posttrain_arena.train.grpo_trainer import grpo_trainer
 from posttrain_arena.train.modeling import latest_checkpoint, load_causal_lm, load_tokenizer
 from posttrain_arena.train.recipe import GrpoSection, LoraSpec, ModelSection
+from posttrain_arena.train.rollout import AgentRollout
 
 
 @dataclass
@@ -373,7 +370,7 @@ def test_trial_episodes_score_what_the_agent_caused(outcome: str, reason: str,
     agent's state caused is its 0, not a masked episode."""
     from posttrain_arena.agents.base import AgentRun
     from posttrain_arena.agents.transcript import Transcript
-    from posttrain_arena.train.grpo import trial_episodes
+    from posttrain_arena.train.episodes import trial_episodes
     from posttrain_arena.trial.executor import TrialOutput
     from posttrain_arena.trial.result import Outcome, TrialResult
 

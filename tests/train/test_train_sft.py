@@ -17,7 +17,20 @@ from posttrain_arena.agents.model import (
 )
 from posttrain_arena.train.modeling import load_tokenizer
 from posttrain_arena.train.recipe import LoraSpec, ModelSection, SftSection
-from posttrain_arena.train.sft import masked_segments, run_sft, tokenize_with_mask
+from posttrain_arena.train.sft import run_sft, tokenize_with_mask
+
+
+def masked_segments(ids: list[int], mask: list[int]) -> list[list[int]]:
+    """Runs of consecutive masked token ids (one per assistant message)."""
+    segs: list[list[int]] = []
+    prev = 0
+    for tok, bit in zip(ids, mask, strict=True):
+        if bit and not prev:
+            segs.append([])
+        if bit:
+            segs[-1].append(tok)
+        prev = bit
+    return segs
 
 
 def _trajectory(word: str) -> list[dict[str, Any]]:

@@ -14,9 +14,6 @@ from pydantic import BaseModel, Field
 from posttrain_arena.train.recipe import Recipe, is_remote
 from posttrain_arena.train.sources import SourceError, count_tasks
 
-STAGES = ("snapshot", "leakage", "eligibility", "baseline", "teacher", "sft", "after_sft", "gate",
-          "grpo", "final", "score")
-
 
 class PlanStage(BaseModel):
     """One stage as planned."""
@@ -73,7 +70,7 @@ def plan(recipe: Recipe) -> Plan:
     teacher_trials = T * (1 if t.kind == "oracle" else t.attempts)
     grpo_steps = 0
     if g.enabled:
-        grpo_steps = g.steps or max(1, math.ceil(T * g.epochs / g.tasks_per_step))
+        grpo_steps = g.total_steps(T)
     # At most: every flat group the budget allows is replaced (dynamic sampling).
     grpo_trials = grpo_steps * (g.tasks_per_step + g.resample_flat_groups) * g.num_generations
     per_step = recipe.sft.per_device_batch_size * recipe.sft.gradient_accumulation_steps

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -255,12 +256,34 @@ class GrpoSection(_Section):
 
     @model_validator(mode="after")
     def _batches(self) -> GrpoSection:
-        per_device = self.per_device_batch_size or self.num_generations
-        if (self.tasks_per_step * self.num_generations) % per_device:
-            raise ValueError(f"tasks_per_step * num_generations "
-                             f"({self.tasks_per_step * self.num_generations}) must be a "
-                             f"multiple of per_device_batch_size ({per_device})")
+        problem = self.batch_problem()
+        if problem:
+            raise ValueError(problem)
         return self
+
+    @property
+    def episodes_per_pass(self) -> int:
+        """Episodes in one forward pass: `per_device_batch_size`, else one whole group."""
+        return self.per_device_batch_size or self.num_generations
+
+    @property
+    def episodes_per_step(self) -> int:
+        """Episodes one optimizer step is generated from (one generation per step)."""
+        return self.tasks_per_step * self.num_generations
+
+    def batch_problem(self) -> str | None:
+        """Why the batch sizes do not fit together, or None."""
+        if self.episodes_per_step % self.episodes_per_pass:
+            return (f"tasks_per_step * num_generations ({self.episodes_per_step}) must be a "
+                    f"multiple of per_device_batch_size ({self.episodes_per_pass})")
+        return None
+
+    def total_steps(self, n_tasks: int) -> int:
+        """Optimizer steps on `n_tasks` training tasks: `steps`, else `epochs` over the
+        tasks at `tasks_per_step`."""
+        if self.steps is not None:
+            return self.steps
+        return max(1, math.ceil(n_tasks * self.epochs / self.tasks_per_step))
 
 
 class AgentSection(_Section):

@@ -77,19 +77,6 @@ def tokenize_with_mask(tokenizer: Any, messages: Sequence[dict[str, Any]],
     return {"input_ids": ids, "assistant_masks": mask}
 
 
-def masked_segments(ids: Sequence[int], mask: Sequence[int]) -> list[list[int]]:
-    """Runs of consecutive masked token ids (one per assistant message)."""
-    segs: list[list[int]] = []
-    prev = 0
-    for tok, bit in zip(ids, mask, strict=True):
-        if bit and not prev:
-            segs.append([])
-        if bit:
-            segs[-1].append(tok)
-        prev = bit
-    return segs
-
-
 def read_trajectories(path: Path) -> list[dict[str, Any]]:
     """Trajectories JSONL: one {task, messages, tools, reward} per line."""
     if not path.is_file():
