@@ -296,7 +296,8 @@ def vllm_part(args: argparse.Namespace, tmp: Path) -> None:
     import torch
 
     from posttrain_arena.agents.model import AgentSettings
-    from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
+    from posttrain_arena.challenges.micro.basebuild import write_tiny_model
+    from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec
     from posttrain_arena.evaluate.runner import AgentFactory, model_agent_specs
     from posttrain_arena.models.vllm_server import VllmServer, vllm_python
     from posttrain_arena.trial.result import TrialResult

@@ -30,17 +30,19 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from posttrain_arena.agents.model import TOOLS, initial_messages
-from posttrain_arena.challenges.micro import pretrain as pt
-from posttrain_arena.challenges.micro import tinymodel as tm
+from posttrain_arena.challenges.micro.basebuild import write_tiny_model
 from posttrain_arena.challenges.micro.build import MicroSizes, plan_instances
+from posttrain_arena.challenges.micro.generic_tasks import COPY, GENERIC
+from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec
+from posttrain_arena.challenges.micro.tokenizer import IM_END
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--model", default="", help="Evaluate this model directory (no build)")
-ap.add_argument("--episodes", type=int, default=tm.TinyModelSpec().pretrain_episodes)
-ap.add_argument("--epochs", type=float, default=tm.TinyModelSpec().pretrain_epochs)
-ap.add_argument("--lr", type=float, default=tm.TinyModelSpec().pretrain_learning_rate)
-ap.add_argument("--layers", type=int, default=tm.TinyModelSpec().num_layers)
-ap.add_argument("--std", type=float, default=tm.TinyModelSpec().init_std)
+ap.add_argument("--episodes", type=int, default=TinyModelSpec().pretrain_episodes)
+ap.add_argument("--epochs", type=float, default=TinyModelSpec().pretrain_epochs)
+ap.add_argument("--lr", type=float, default=TinyModelSpec().pretrain_learning_rate)
+ap.add_argument("--layers", type=int, default=TinyModelSpec().num_layers)
+ap.add_argument("--std", type=float, default=TinyModelSpec().init_std)
 ap.add_argument("--seed", type=int, default=0, help="Challenge seed (suite and model)")
 ap.add_argument("--save", default="", help="Keep the built model here")
 ap.add_argument("--threads", type=int, default=2)
@@ -56,18 +58,18 @@ suite = plan_instances(args.seed, MicroSizes())["suite"]
 if args.model:
     model_dir = Path(args.model)
 else:
-    spec = tm.TinyModelSpec(seed=args.seed, pretrain_episodes=args.episodes,
-                            pretrain_epochs=args.epochs, pretrain_learning_rate=args.lr,
-                            num_layers=args.layers, init_std=args.std)
+    spec = TinyModelSpec(seed=args.seed, pretrain_episodes=args.episodes,
+                         pretrain_epochs=args.epochs, pretrain_learning_rate=args.lr,
+                         num_layers=args.layers, init_std=args.std)
     model_dir = Path(args.save or tempfile.mkdtemp(prefix="micro-probe-")) / "model"
     t0 = time.time()
-    tm.write_tiny_model(model_dir, spec, cache=False,
-                        forbidden=[t for i in suite for t in (i.prompt, i.command)])
+    write_tiny_model(model_dir, spec, cache=False,
+                     forbidden=[t for i in suite for t in (i.prompt, i.command)])
     print(f"built in {time.time() - t0:.0f}s: {(model_dir / 'pretraining.json').read_text()}",
           flush=True)
 tok = AutoTokenizer.from_pretrained(model_dir)
 model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-eos = tok.convert_tokens_to_ids(tm.IM_END)
+eos = tok.convert_tokens_to_ids(IM_END)
 
 
 def gen_commands(prompts: list[str], max_new: int = 48, sample: bool = False) -> list[str]:
@@ -117,8 +119,8 @@ def run_ok(inst, cmd: str) -> bool:
 
 
 rng_eval = random.Random("probe-eval")
-gen_eval = [g.sample(rng_eval) for g in (pt.GENERIC * 2)]
-copy_eval = [g.sample(rng_eval) for g in (pt.COPY * 3)]
+gen_eval = [g.sample(rng_eval) for g in (GENERIC * 2)]
+copy_eval = [g.sample(rng_eval) for g in (COPY * 3)]
 t = time.time()
 cs = gen_commands([i.prompt for i in suite])
 exact = sum(c == i.command for c, i in zip(cs, suite, strict=True))

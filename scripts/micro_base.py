@@ -40,7 +40,7 @@ def _spec(text: str | None):  # type: ignore[no-untyped-def]
 
 
 def build(out: Path, spec_json: str | None) -> int:
-    from posttrain_arena.challenges.micro.tinymodel import write_tiny_model
+    from posttrain_arena.challenges.micro.basebuild import write_tiny_model
 
     start = time.monotonic()
     last = [start]
@@ -60,7 +60,7 @@ def build(out: Path, spec_json: str | None) -> int:
 
 
 def _probe_prompts() -> list[str]:
-    from posttrain_arena.challenges.micro.pretrain import GENERIC
+    from posttrain_arena.challenges.micro.generic_tasks import GENERIC
 
     rng = random.Random("micro-base-probe")
     return [GENERIC[i % len(GENERIC)].sample(rng)[0] for i in range(PROBES)]

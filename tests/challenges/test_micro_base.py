@@ -15,42 +15,39 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.challenges.micro import build_micro
-from posttrain_arena.challenges.micro import tinymodel as tm
+from posttrain_arena.challenges.micro import basebuild, build_micro
+from posttrain_arena.challenges.micro.corpus_leaks import held_out_numbers, held_out_numbers_in
 from posttrain_arena.challenges.micro.families import (
     COMMON,
     HELD_OUT,
     SUITE_FAMILIES,
     TRAIN,
 )
-from posttrain_arena.challenges.micro.pretrain import (
-    corpus_texts,
-    held_out_numbers,
-    held_out_numbers_in,
-    pretraining_corpus,
-)
+from posttrain_arena.challenges.micro.pretrain_corpus import corpus_texts, pretraining_corpus
 from posttrain_arena.challenges.micro.shipped import WEIGHTS, shipped_dir, shipped_key
+from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec
+from posttrain_arena.challenges.micro.tokenizer import tokenizer_corpus
 from posttrain_arena.train.stages import StageEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "micro_base.py"
 # A reduced spec: the cheap version of `scripts/micro_base.py check` (the full rebuild
 # takes 15-25 minutes on two cores; the suite rebuilds this one instead).
-REDUCED = tm.TinyModelSpec(vocab_size=400, hidden_size=32, intermediate_size=64, num_layers=1,
-                           num_heads=2, pretrain_episodes=64, pretrain_batch_size=8)
+REDUCED = TinyModelSpec(vocab_size=400, hidden_size=32, intermediate_size=64, num_layers=1,
+                        num_heads=2, pretrain_episodes=64, pretrain_batch_size=8)
 
 
 def _full_corpus() -> tuple[list[str], list[str]]:
-    spec = tm.TinyModelSpec()
+    spec = TinyModelSpec()
     pre = corpus_texts(pretraining_corpus(spec.seed, spec.pretrain_episodes))
-    return tm.tokenizer_corpus(spec.seed) + pre, pre
+    return tokenizer_corpus(spec.seed) + pre, pre
 
 
 def test_the_shipped_base_is_what_the_code_builds_now() -> None:
     # Its key is the hash of the spec, both corpora and the pretraining format: any change
     # to them makes the shipped base stale, and this fails until it is rebuilt.
     corpus, _ = _full_corpus()
-    assert shipped_key() == tm.base_model_key(tm.TinyModelSpec(), corpus)
+    assert shipped_key() == basebuild.base_model_key(TinyModelSpec(), corpus)
     report = json.loads((shipped_dir() / "pretraining.json").read_text())
     assert report["steps"] == 1000 and report["last_loss"] < report["first_loss"]
 
@@ -63,7 +60,7 @@ def test_every_seed_gets_the_shipped_base_without_pretraining(
     shipped = (shipped_dir() / WEIGHTS).read_bytes()
     for seed in (0, 5):
         ch = build_micro(tmp_path / f"s{seed}", seed=seed, progress=no_pretraining)
-        assert ch.model_spec == tm.TinyModelSpec()  # not the challenge's seed
+        assert ch.model_spec == TinyModelSpec()  # not the challenge's seed
         assert (Path(ch.model) / WEIGHTS).read_bytes() == shipped
 
 
@@ -96,10 +93,11 @@ def test_a_rebuild_is_bit_identical_and_a_changed_base_is_caught(tmp_path: Path)
 _RACER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from posttrain_arena.challenges.micro import tinymodel as tm
+    from posttrain_arena.challenges.micro import basebuild
+    from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec
     steps = []
-    spec = tm.TinyModelSpec.model_validate_json(sys.argv[2])
-    tm.write_tiny_model(Path(sys.argv[1]), spec, on_step=lambda d, t: steps.append(d))
+    spec = TinyModelSpec.model_validate_json(sys.argv[2])
+    basebuild.write_tiny_model(Path(sys.argv[1]), spec, on_step=lambda d, t: steps.append(d))
     print("pretrained" if steps else "copied")
 """)
 

@@ -11,22 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.challenges.micro import MicroSizes
-from posttrain_arena.challenges.micro import tinymodel as tm
+from posttrain_arena.challenges.micro import MicroSizes, basebuild
 from posttrain_arena.challenges.micro.build import plan_instances
+from posttrain_arena.challenges.micro.corpus_leaks import pool_values_in
 from posttrain_arena.challenges.micro.families import ALL_FAMILIES, HELD_OUT, TRAIN
-from posttrain_arena.challenges.micro.pretrain import (
-    COPY,
-    GENERIC,
-    corpus_texts,
-    pool_values_in,
-    pretraining_corpus,
-)
+from posttrain_arena.challenges.micro.generic_tasks import COPY, GENERIC
+from posttrain_arena.challenges.micro.pretrain_corpus import corpus_texts, pretraining_corpus
+from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, build_model
+from posttrain_arena.challenges.micro.tokenizer import build_tokenizer, tokenizer_corpus
 
 SEEDS = (0, 1, 2)
-TINY = tm.TinyModelSpec(vocab_size=400, hidden_size=32, intermediate_size=64, num_layers=1,
-                        num_heads=2, max_positions=512, seed=4, pretrain_episodes=32,
-                        pretrain_epochs=1.0)
+TINY = TinyModelSpec(vocab_size=400, hidden_size=32, intermediate_size=64, num_layers=1,
+                     num_heads=2, max_positions=512, seed=4, pretrain_episodes=32,
+                     pretrain_epochs=1.0)
 
 
 def _prompts(rows: list[dict]) -> list[str]:
@@ -106,24 +103,25 @@ def test_write_tiny_model_pretrains_and_reuses_the_cached_base(
 
     monkeypatch.setenv("ARENA_CACHE_DIR", str(tmp_path / "cache"))  # nothing built before
     heard: list[tuple[int, int]] = []
-    out = tm.write_tiny_model(tmp_path / "a", TINY, on_step=lambda d, t: heard.append((d, t)))
+    out = basebuild.write_tiny_model(tmp_path / "a", TINY,
+                                     on_step=lambda d, t: heard.append((d, t)))
     report = json.loads((out / "pretraining.json").read_text())
     assert report["episodes"] == 32 and report["steps"] >= 1
     assert heard and heard[-1] == (report["steps"], report["steps"])  # progress to the end
     tok = __import__("transformers").AutoTokenizer.from_pretrained(out)
-    init = tm.build_model(tok, TINY).state_dict()
+    init = build_model(tok, TINY).state_dict()
     trained = load_file(out / "model.safetensors")
     assert any(not torch.equal(trained[k], init[k]) for k in trained if k in init)
 
     def no_training(*a: object, **k: object) -> dict:
         raise AssertionError("the cached base should have been reused")
 
-    monkeypatch.setattr(tm, "pretrain_base", no_training)
-    again = tm.write_tiny_model(tmp_path / "b", TINY)
+    monkeypatch.setattr(basebuild, "pretrain_base", no_training)
+    again = basebuild.write_tiny_model(tmp_path / "b", TINY)
     assert (again / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
     other = TINY.model_copy(update={"pretrain_learning_rate": 1e-3})
     with pytest.raises(AssertionError, match="cached base"):  # another spec: another key
-        tm.write_tiny_model(tmp_path / "c", other)
+        basebuild.write_tiny_model(tmp_path / "c", other)
 
 
 def test_pretraining_corpus_with_suite_text_is_refused(
@@ -131,10 +129,10 @@ def test_pretraining_corpus_with_suite_text_is_refused(
     suite = plan_instances(0, MicroSizes())["suite"]
     rows = pretraining_corpus(0, 4)
     rows[0]["messages"][1]["content"] = suite[5].prompt
-    monkeypatch.setattr(tm, "pretraining_corpus", lambda seed, n: rows)
+    monkeypatch.setattr(basebuild, "pretraining_corpus", lambda seed, n: rows)
     with pytest.raises(RuntimeError, match="held-out text"):
-        tm.write_tiny_model(tmp_path / "m", TINY,
-                            forbidden=[t for i in suite for t in (i.prompt, i.command)])
+        basebuild.write_tiny_model(tmp_path / "m", TINY,
+                                   forbidden=[t for i in suite for t in (i.prompt, i.command)])
 
 
 def test_a_tokenizer_corpus_with_a_split_value_is_refused(
@@ -142,15 +140,15 @@ def test_a_tokenizer_corpus_with_a_split_value_is_refused(
     # The count-markers files the tokenizer learned from once tagged lines with the
     # held-out markers, which made each of them one token. The build now checks the
     # tokenizer's corpus for any split's value, not only the pretraining text.
-    assert pool_values_in(tm.tokenizer_corpus(0)) == []
-    monkeypatch.setattr(tm, "pretraining_corpus", lambda seed, n: pretraining_corpus(0, 4))
-    corpus = [*tm.tokenizer_corpus(0), f"x3 = 4  # {HELD_OUT.markers[0]}: tidy up"]
+    assert pool_values_in(tokenizer_corpus(0)) == []
+    monkeypatch.setattr(basebuild, "pretraining_corpus", lambda seed, n: pretraining_corpus(0, 4))
+    corpus = [*tokenizer_corpus(0), f"x3 = 4  # {HELD_OUT.markers[0]}: tidy up"]
     with pytest.raises(RuntimeError, match=HELD_OUT.markers[0].lower()):
-        tm.write_tiny_model(tmp_path / "m", TINY, corpus=corpus, cache=False)
+        basebuild.write_tiny_model(tmp_path / "m", TINY, corpus=corpus, cache=False)
 
 
 def test_composed_wordings_drop_any_that_share_five_words_with_a_family() -> None:
-    from posttrain_arena.challenges.micro.pretrain import _composed, family_grams, grams
+    from posttrain_arena.challenges.micro.generic_tasks import _composed, family_grams, grams
 
     # Lifted from the first-lines family ("Copy the first 9 lines of survey.log to ..."):
     # every composed wording around it repeats five of its words, so none is kept.
@@ -167,7 +165,7 @@ def test_neither_splits_values_are_words_the_base_tokenizer_knows() -> None:
     # on training-pool instances, it had made the training stems one token each and left
     # the held-out stems in pieces, so SFT taught a copy the suite never asks for.
     generic = corpus_texts(pretraining_corpus(0, 3000))
-    tok = tm.build_tokenizer(tm.tokenizer_corpus(0) + generic, 2048)
+    tok = build_tokenizer(tokenizer_corpus(0) + generic, 2048)
 
     def pieces(values: tuple[str, ...]) -> list[int]:
         return [len(tok(" " + v)["input_ids"]) for v in values]
@@ -182,7 +180,7 @@ def test_neither_splits_values_are_words_the_base_tokenizer_knows() -> None:
     # The check can fail: a tokenizer that saw the training instances merges their stems.
     rng = random.Random(0)
     seen = [fam.generate(rng, TRAIN).prompt for fam in ALL_FAMILIES for _ in range(60)]
-    fitted = tm.build_tokenizer([*tm.tokenizer_corpus(0), *seen, *generic], 2048)
+    fitted = build_tokenizer([*tokenizer_corpus(0), *seen, *generic], 2048)
     assert min(len(fitted(" " + v)["input_ids"]) for v in TRAIN.stems) == 1
 
 
@@ -190,5 +188,5 @@ def test_a_full_size_corpus_of_another_seed_uses_no_split_value() -> None:
     # The build refuses a corpus with a split's value as a word, so a random name that
     # happens to be one (seed 1 drew "tbd", a training marker, before random names were
     # checked against the training values too) would make `arena demo --seed 1` fail.
-    texts = corpus_texts(pretraining_corpus(1, tm.TinyModelSpec().pretrain_episodes))
+    texts = corpus_texts(pretraining_corpus(1, TinyModelSpec().pretrain_episodes))
     assert pool_values_in(texts) == []

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.challenges.micro import RELEVANT, MicroSizes, build_micro
+from posttrain_arena.challenges.micro.basebuild import write_tiny_model
 from posttrain_arena.challenges.micro.build import plan_instances
 from posttrain_arena.challenges.micro.families import SUITE_FAMILIES
-from posttrain_arena.challenges.micro.pretrain import corpus_texts, pretraining_corpus
-from posttrain_arena.challenges.micro.tinymodel import tokenizer_corpus, write_tiny_model
+from posttrain_arena.challenges.micro.pretrain_corpus import corpus_texts, pretraining_corpus
+from posttrain_arena.challenges.micro.tokenizer import tokenizer_corpus
 from posttrain_arena.evaluate.suite import load_suite
 from posttrain_arena.task_format.collection import load_collection
 from posttrain_arena.task_format.package import load_task

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.agents.model import TOOLS, bash_call_message, initial_messages
+from posttrain_arena.challenges.micro.basebuild import write_tiny_model
 from posttrain_arena.challenges.micro.families import SUITE_FAMILIES
-from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
+from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec
 from posttrain_arena.models.toolcalls import parse_tool_calls
 
 SMALL = TinyModelSpec(vocab_size=600, hidden_size=32, intermediate_size=64, num_layers=1,

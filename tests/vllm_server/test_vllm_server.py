@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.agents.model import BASH_TOOL, SUBMIT_TOOL, TOOLS, initial_messages
-from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
+from posttrain_arena.challenges.micro.basebuild import write_tiny_model
+from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec
 from posttrain_arena.models.base import SamplingParams
 from posttrain_arena.models.openai import OpenAIChatModel
 from posttrain_arena.models.transformers_local import TransformersChatModel

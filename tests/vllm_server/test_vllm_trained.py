@@ -26,9 +26,10 @@ import pytest
 from posttrain_arena.agents.model import TOOLS, AgentSettings, ModelAgent
 from posttrain_arena.agents.spec import AgentSpec
 from posttrain_arena.agents.transcript import Transcript
+from posttrain_arena.challenges.micro.basebuild import write_tiny_model
 from posttrain_arena.challenges.micro.build import write_package
 from posttrain_arena.challenges.micro.families import SUITE_FAMILIES, TRAIN
-from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
+from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec
 from posttrain_arena.evaluate.report import EvalReport
 from posttrain_arena.evaluate.runner import evaluate, model_agent_specs, model_agents
 from posttrain_arena.evaluate.suite import suite_from_tasks

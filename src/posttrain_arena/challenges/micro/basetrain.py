@@ -1,5 +1,5 @@
-"""The micro base model's pretraining loop (the corpus is `pretrain.py`'s, the model and
-tokenizer `tinymodel.py`'s)."""
+"""The micro base model's pretraining loop (the corpus is `pretrain_corpus.py`'s, the model
+`tinymodel.py`'s and the tokenizer `tokenizer.py`'s; `basebuild.py` runs it)."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from posttrain_arena.challenges.micro.basebuild import write_tiny_model
 from posttrain_arena.challenges.micro.broken import break_verifier
 from posttrain_arena.challenges.micro.families import (
     HELD_OUT,
@@ -38,7 +39,7 @@ from posttrain_arena.challenges.micro.families import (
     Instance,
     Pools,
 )
-from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec, write_tiny_model
+from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec
 from posttrain_arena.evaluate.suite import CLUSTER_TAG
 from posttrain_arena.task_format.collection import load_collection
 from posttrain_arena.task_format.domains import composition_violations

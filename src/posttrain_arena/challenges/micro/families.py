@@ -123,7 +123,7 @@ HELD_OUT = Pools(name="held-out", stems=("ledger", "survey", "sample", "batch", 
                                          "metrics"),
                  markers=("HACK", "BUG", "XXX"), columns=(7, 8, 9), heads=(7, 8, 9),
                  starts=(7, 8, 9), ends=(20, 21, 22, 23, 24))
-# Common names the tokenizer learns the families' words with (`tinymodel.tokenizer_corpus`):
+# Common names the tokenizer learns the families' words with (`tokenizer.tokenizer_corpus`):
 # no split's parameter, so the base knows these as words and neither split's names.
 COMMON = Pools(
     name="common",

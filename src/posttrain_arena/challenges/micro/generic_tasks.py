@@ -1,119 +1,29 @@
-"""The micro base model's pretraining: generic shell use, disjoint from the suite.
+"""The generic shell tasks the micro base is pretrained on (`pretrain_corpus.py`).
 
-A base model that has never seen a shell scores 0 on any suite, so neither control can
-fail: nothing can lower a blank baseline, and a lucky collection cannot be told from a
-good one. The micro base model is therefore *pretrained* during the build on a broad
-corpus of generic shell episodes, in the model agent's own conversation format:
-
-- generic tasks (copy, move, count lines, sort, keep the first lines, search, number
-  ranges, checksums, ...), each in several wordings that are none of the families';
-- file names and words from generated vocabularies (syllable names and random letter
-  strings), so the model learns to *copy* an unseen name from the prompt into the
-  command (the skill every held-out instance needs), not to recall a few names it has
-  seen;
-- copy tasks (`COPY`: print these words, create/remove/show these files, ...) whose
-  command repeats several fresh random strings of the prompt: a dense signal that only
-  in-context copying can predict, about half of the episodes;
-- nothing of the held-out suite: no held-out parameter value (stem, marker) occurs as a
-  name or word, no family's wording is used, and the build refuses a corpus in which a
-  suite prompt or command occurs (`suite_text_in`).
-
-Some generic tasks are close to suite families in what they do (sort a file, count its
-words, keep its first lines, write a range), as generic shell use is; others to the
-off-topic families. So the base model solves some suite tasks some of the time (a
-baseline above 0 that an off-topic collection can lower), and learning a family's own
-wording and program is what a relevant collection adds.
+Generic tasks (copy, move, count lines, sort, keep the first lines, search, number
+ranges, checksums, ...) each come in several wordings that are none of the families';
+copy tasks (`COPY`: print these words, create/remove/show these files, ...) repeat
+several fresh random strings of the prompt in their command. Names and words come from
+`vocabulary.py` and the requests' own words, never a split's value.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import random
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from posttrain_arena.agents.model import TOOLS, format_output
-from posttrain_arena.agents.teacher import oracle_conversation
-from posttrain_arena.challenges.micro.families import HELD_OUT, TRAIN
+from posttrain_arena.challenges.micro.corpus_leaks import held_out_numbers, held_out_values
+from posttrain_arena.challenges.micro.vocabulary import (
+    WORDS,
+    number,
+    random_word,
+    syllable_name,
+)
 
-# Seconds shown as "time left" in pretraining episodes: the micro tasks' agent limit,
-# so the rendered notes look like the ones the agent sees at evaluation.
-_TIME_LEFT = 120.0
-_ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z",
-           "br", "dr", "kl", "pl", "st", "tr")
-_VOWELS = ("a", "e", "i", "o", "u")
 _EXTENSIONS = ("txt", "log", "csv", "dat", "md", "cfg", "tsv", "out", "lst", "py", "sh")
-# Words of file contents and search patterns (never a held-out marker or stem).
-_WORDS = ("apple", "berry", "cedar", "dune", "ember", "frost", "grove", "harbor", "iris",
-          "juniper", "kettle", "lemon", "maple", "nectar", "olive", "pepper", "quartz",
-          "raven", "sage", "thistle", "umber", "velvet", "willow", "yarrow", "zephyr")
-
-
-@functools.cache
-def _forbidden_names() -> frozenset[str]:
-    """Held-out parameter values: never a name, word or pattern of the corpus."""
-    return frozenset(v.lower() for v in (*HELD_OUT.stems, *HELD_OUT.markers))
-
-
-@functools.cache
-def _split_values() -> frozenset[str]:
-    """The parameter values of both splits (stems, markers), none of which the corpus may
-    use as a word: the base has seen neither the held-out names nor the training ones."""
-    return frozenset(v.lower() for pools in (TRAIN, HELD_OUT)
-                     for v in (*pools.stems, *pools.markers))
-
-
-@functools.cache
-def held_out_numbers() -> frozenset[int]:
-    """Every number a held-out task asks for (columns, line counts, range ends): never a
-    number of the corpus, so the base has not seen `head -n 7` or `seq 8 22` asked and
-    done, for any challenge seed (the held-out pools do not depend on the seed)."""
-    return frozenset((*HELD_OUT.columns, *HELD_OUT.heads, *HELD_OUT.starts, *HELD_OUT.ends))
-
-
-def _number(rng: random.Random, low: int, high: int) -> int:
-    """A number in [low, high] that no held-out task asks for."""
-    while True:
-        n = rng.randint(low, high)
-        if n not in held_out_numbers():
-            return n
-
-
-def held_out_numbers_in(texts: Iterable[str]) -> list[int]:
-    """Held-out numbers that occur as a run of digits anywhere in `texts` (the pretraining
-    episodes hold no file data, so every number in them is a parameter of a request)."""
-    pattern = re.compile(r"\d+")  # every run of digits, even inside a word
-    found = {int(m) for text in texts for m in pattern.findall(text)}
-    return sorted(found & held_out_numbers())
-
-
-def _allowed(word: str) -> bool:
-    """Not containing a held-out value, and not a training value (as a whole word)."""
-    return not any(b in word for b in _forbidden_names()) and word not in _split_values()
-
-
-def syllable_name(rng: random.Random) -> str:
-    """A pronounceable made-up name of two or three syllables (no split's value)."""
-    while True:
-        name = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS)
-                       for _ in range(rng.choice((2, 2, 3))))
-        if _allowed(name):
-            return name
-
-
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def random_word(rng: random.Random, *, upper: bool = False) -> str:
-    """A string of 2-9 random letters (no split's value): names with every letter
-    pattern, which the model can only reproduce by copying them."""
-    while True:
-        word = "".join(rng.choice(_LETTERS) for _ in range(rng.randint(2, 9)))
-        if _allowed(word):
-            return word.upper() if upper else word
 
 
 @functools.cache
@@ -122,7 +32,7 @@ def request_words() -> tuple[str, ...]:
     none a held-out value: real file names are often words of the request itself, and a
     name that is one word token has to be copied as such (measured: a base that had
     only seen made-up names wrote `to.txt` for "write them to sorted.txt")."""
-    banned = _forbidden_names()
+    banned = held_out_values()
     words = {w.lower() for g in (*GENERIC, *COPY) for text in g.wordings
              for w in re.findall(r"[A-Za-z]+", text)}
     placeholders = {w for g in (*GENERIC, *COPY) for text in g.wordings
@@ -225,15 +135,15 @@ def _src_out(rng: random.Random) -> dict[str, object]:
 
 
 def _src_out_n(rng: random.Random) -> dict[str, object]:
-    return {**_src_out(rng), "n": _number(rng, 1, 30)}
+    return {**_src_out(rng), "n": number(rng, 1, 30)}
 
 
 def _src_out_word(rng: random.Random) -> dict[str, object]:
-    return {**_src_out(rng), "w": rng.choice(_WORDS)}
+    return {**_src_out(rng), "w": rng.choice(WORDS)}
 
 
 def _range(rng: random.Random) -> dict[str, object]:
-    a = _number(rng, 0, 40)
+    a = number(rng, 0, 40)
     b = a + rng.randint(1, 30)
     while b in held_out_numbers():
         b = a + rng.randint(1, 30)
@@ -257,7 +167,7 @@ def _three(rng: random.Random) -> dict[str, object]:
 
 
 def _cut(rng: random.Random) -> dict[str, object]:
-    return {**_src_out(rng), "n": _number(rng, 1, 12), "s": rng.choice((",", ":", ";"))}
+    return {**_src_out(rng), "n": number(rng, 1, 12), "s": rng.choice((",", ":", ";"))}
 
 
 def _distinct(make: Callable[[random.Random], str], rng: random.Random, n: int) -> list[str]:
@@ -371,7 +281,7 @@ GENERIC: tuple[Generic, ...] = (
                                   "the lines of {a} that lack {w}")),
             "grep -v {w} {a} > {o}", _src_out_word),
     Generic("echo", ("Write the word {w} into {o}.", "Put {w} in the file {o}."),
-            "echo {w} > {o}", lambda rng: {"w": rng.choice(_WORDS), "o": _file(rng)}),
+            "echo {w} > {o}", lambda rng: {"w": rng.choice(WORDS), "o": _file(rng)}),
     Generic("seq", ("List every whole number from {a} up to {b} in {o}.",
                     *_composed("the numbers {a} through {b}, one on each line",
                                "every integer from {a} to {b}, each on its own line",
@@ -409,49 +319,3 @@ GENERIC: tuple[Generic, ...] = (
     Generic("ls", ("Save the names of the files here in {o}.",), "ls > {o}",
             lambda rng: {"o": _file(rng)}),
 )
-
-
-def generic_episode(task: Generic, rng: random.Random, *, whole: bool = True
-                    ) -> dict[str, Any]:
-    """One pretraining row: the model agent's conversation for a generic task; without
-    `whole`, only up to the assistant's command (the tool result and `submit` turns,
-    the same in every episode, are left out)."""
-    prompt, command = task.sample(rng)
-    messages = oracle_conversation(prompt, command, format_output(0, "", ""), _TIME_LEFT,
-                                   _TIME_LEFT)
-    if not whole:
-        messages = messages[:3]
-    return {"messages": [m.model_dump(exclude_none=True) for m in messages], "tools": TOOLS,
-            "task": task.name}
-
-
-def pretraining_corpus(seed: int, episodes: int, copy_share: float = 0.5) -> list[dict[str, Any]]:
-    """`episodes` generic episodes: about `copy_share` of them copy tasks, the rest drawn
-    evenly over the generic tasks. Copy tasks end at the command (their signal is the
-    names it repeats); generic tasks are whole episodes, which teach the turns after it."""
-    rng = random.Random(f"pretrain:{seed}")
-    rows = []
-    for i in range(episodes):
-        copy = rng.random() < copy_share
-        pool = COPY if copy else GENERIC
-        rows.append(generic_episode(pool[i % len(pool)], rng, whole=not copy))
-    return rows
-
-
-def corpus_texts(rows: Iterable[dict[str, Any]]) -> list[str]:
-    """The text of the rows' messages (for the tokenizer and the leakage check)."""
-    out: list[str] = []
-    for row in rows:
-        for m in row["messages"]:
-            if m.get("content"):
-                out.append(m["content"])
-            for call in m.get("tool_calls") or []:
-                args = call["function"].get("arguments", {})
-                out.append(args if isinstance(args, str) else json.dumps(args))
-    return out
-
-
-def pool_values_in(texts: Sequence[str]) -> list[str]:
-    """Parameter values of either split (stems, markers) that occur as words in `texts`."""
-    blob = "\n".join(texts).lower()
-    return sorted(v for v in _split_values() if re.search(rf"\b{re.escape(v)}\b", blob))
