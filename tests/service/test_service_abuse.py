@@ -191,8 +191,11 @@ def test_the_attacker_fails_at_every_step(server: Server, tmp_path: Path) -> Non
     over = c.post("/api/runs", headers=m, json={"challenge": "micro",
                                                 "collection_id": third["id"]})
     assert over.status_code == 409 and "quota" in over.json()["detail"]
-    budget = c.get("/api/budget").json()
+    budget = c.get("/api/budget", headers=m).json()
     assert budget["quotas"][0]["name"] == "mallory" and budget["quotas"][0]["used"] == 10
+    assert budget["you"]["used"] == 10
+    anonymous = c.get("/api/budget").json()  # nobody's quota or use is public
+    assert anonymous["quotas"] == [] and anonymous["you"] is None
 
     # 3. An external sign-in cannot spend compute until approved.
     hf = _auth("hf_mallory")

@@ -32,6 +32,7 @@ MATRIX: list[tuple[str, str, Any, set[str | None]]] = [
     ("GET", "/api/challenges/micro/leaderboard", None, EVERYONE),
     ("GET", "/api/challenges/micro/results", None, EVERYONE),
     ("GET", "/api/collections", None, EVERYONE),
+    ("GET", "/api/collections/held", None, EDITORS),
     ("GET", "/api/collections/{col}", None, EVERYONE),
     ("GET", "/api/collections/{col}/evidence", None, EVERYONE),
     ("GET", "/api/collections/{col}/evidence/{task}", None, EVERYONE),

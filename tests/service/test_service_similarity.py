@@ -143,7 +143,7 @@ def test_quotas_per_user_and_per_team_bound_launches(
     second = arena.call("POST", "/api/runs", "author",
                         json={"challenge": "micro", "collection_id": cols[1]})
     assert second.status_code == 409 and "quota" in second.json()["detail"]
-    budget = arena.call("GET", "/api/budget").json()
+    budget = arena.call("GET", "/api/budget", "author").json()
     assert budget["quotas"] == [{"kind": "user", "name": "author", "cap": 15.0,
                                  "used": allowance, "left": 15.0 - allowance}]
     # A team quota binds its members together: `other` joins author's team.

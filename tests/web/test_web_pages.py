@@ -22,7 +22,7 @@ def test_every_page_renders_for_every_viewer(site: Site, challenge: str, uploade
                                             "request_id": "r-1"})
     run_id = int(str(launched.url).rsplit("/", 1)[-1])
     c = site.client(who)
-    pages = ["/", "/board/1", "/arena", f"/arena/challenges/{challenge}",
+    pages = ["/", "/board/1", "/arena", "/arena/budget", f"/arena/challenges/{challenge}",
              f"/arena/collections/{uploaded}", f"/arena/runs/{run_id}", "/signin"]
     for url in pages:
         resp = c.get(url)

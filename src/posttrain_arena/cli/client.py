@@ -148,8 +148,9 @@ def leaderboard(challenge: str = typer.Argument(..., help="Challenge slug")) -> 
 
 
 def budget() -> None:
-    """The compute budget: the global cap, reserved, spent, left, and every per-user and
-    per-team quota with what it has used."""
+    """The compute budget: the global cap, reserved, spent and left; with a token, your
+    own use (`you`) and the quotas that cap you or your team (editors and admins: every
+    per-user and per-team quota), each with what it has used."""
     _print(_call(lambda c: c.budget()))
 
 

@@ -252,6 +252,21 @@ def clear_duplicate(
     typer.echo(out.model_dump_json(indent=2))
 
 
+@admin_app.command("held-duplicates")
+def held_duplicates(
+    data_dir: Path | None = _DATA_DIR,
+    database_url: str | None = _DB_URL,
+) -> None:
+    """List the families held as near-duplicates of another account's collection: each
+    with the collection it matched and the `arena admin clear-duplicate` command that
+    releases it."""
+    from posttrain_arena.service.auth import SYSTEM
+    from posttrain_arena.service.families import held_families
+
+    out = _as_system(data_dir, database_url, lambda s: held_families(s, SYSTEM))
+    typer.echo(json.dumps([h.model_dump(mode="json") for h in out], indent=2))
+
+
 @admin_app.command("revoke-token")
 def revoke_token(
     prefix: str = typer.Argument(..., help="The token's prefix (arena_PREFIX_...)"),

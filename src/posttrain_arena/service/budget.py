@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.models import Budget, Run, utcnow
-from posttrain_arena.service.quotas import list_quotas
+from posttrain_arena.service.quotas import usage, visible_quotas
 from posttrain_arena.service.schemas import BudgetOut
 
 BUDGET_ID = 1
@@ -84,10 +84,12 @@ def get_budget_row(session: Session) -> Budget:
     return budget
 
 
-def get_budget(session: Session) -> BudgetOut:
-    """Cap, reserved, spent and left, with every per-user and per-team quota."""
+def get_budget(session: Session, principal: Principal) -> BudgetOut:
+    """Cap, reserved, spent and left (public), with the per-user and per-team quotas and
+    the use that `principal` may see (quotas.visible_quotas, quotas.usage)."""
     out = to_out(get_budget_row(session))
-    out.quotas = list_quotas(session)
+    out.quotas = visible_quotas(session, principal)
+    out.you = usage(session, principal)
     return out
 
 

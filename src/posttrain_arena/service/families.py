@@ -25,20 +25,35 @@ collection another's copy. Registrations are compared one at a time
 
 The decision is taken at registration, with the teams as they are then; an editor's
 clearing settles any case it gets wrong (say, a fork made with the author's consent).
+
+Who is told (`detail_for`, `row_for`, `held_families`): a collection's owner and editors
+see whether it is held and which collection it matched (by id, as the launch check says
+it; never the matched collection's owner); everyone else sees none of it, so a public
+page or answer never says who copied whose collection. Editors list the held families,
+with the command that releases each.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from posttrain_arena.service import similarity
 from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.errors import Conflict, NotFound
 from posttrain_arena.service.models import Collection, User, utcnow
-from posttrain_arena.service.schemas import CheckStatus, PreflightCheck
+from posttrain_arena.service.schemas import (
+    CheckStatus,
+    CollectionDetail,
+    CollectionOut,
+    DuplicateOut,
+    DuplicateState,
+    HeldFamilyOut,
+    PreflightCheck,
+)
+from posttrain_arena.service.views import user_names
 
 
 @dataclass(frozen=True)
@@ -108,7 +123,7 @@ def near_duplicate_check(session: Session, col: Collection) -> PreflightCheck:
             f"{first.near_duplicate_of}")
         return PreflightCheck(name=name, status=CheckStatus.FAIL, reason=(
             f"{matched}{whose}, which another account registered first. It cannot launch "
-            f"until an editor clears it (`arena admin clear-duplicate {first.id}`, or POST "
+            f"until an editor clears it (`{clear_command(first.id)}`, or POST "
             f"/api/collections/{first.id}/clear-duplicate); cleared, it launches as a "
             "family of its own, with limits of its own"))
     if first is col:
@@ -118,6 +133,90 @@ def near_duplicate_check(session: Session, col: Collection) -> PreflightCheck:
     return PreflightCheck(name=name, status=CheckStatus.OK, reason=(
         f"{matched}, so it shares the active-run slot, cooldown and run count of family "
         f"{first.id}"))
+
+
+def clear_command(first_id: int) -> str:
+    """The command that lets the held family starting with `first_id` launch."""
+    return f"arena admin clear-duplicate {first_id}"
+
+
+def duplicate_view(session: Session, col: Collection) -> DuplicateOut | None:
+    """Where `col` stands as a near-duplicate (None when it copies nothing): joined to its
+    own side's family, held, or cleared; with the matched collection's id."""
+    if col.near_duplicate_of is None:
+        return None
+    first = first_of_family(session, col)
+    held = _held(first)
+    if held:
+        state = DuplicateState.HELD
+    else:
+        state = DuplicateState.CLEARED if first is col else DuplicateState.JOINED
+    return DuplicateOut(
+        state=state, near_duplicate_of=col.near_duplicate_of,
+        similarity=col.similarity or 0.0, family_id=first.id,
+        family_matches=None if first is col else first.near_duplicate_of,
+        reason=near_duplicate_check(session, col).reason,
+        clear_command=clear_command(first.id) if held else None)
+
+
+def may_see_duplicate(principal: Principal, col: Collection) -> bool:
+    """Whether `principal` is told where `col` stands as a near-duplicate: its owner and
+    editors are."""
+    return (principal.user_id is not None and principal.user_id == col.owner_id) or \
+        principal.at_least(Role.EDITOR)
+
+
+def row_for(principal: Principal, col: Collection) -> CollectionOut:
+    """A collection as a list shows it to `principal`: the near-duplicate fields only
+    for its owner and editors."""
+    out = CollectionOut.model_validate(col)
+    if not may_see_duplicate(principal, col):
+        out.near_duplicate_of = out.similarity = out.duplicate_cleared_at = None
+    return out
+
+
+def detail_for(session: Session, principal: Principal, col: Collection) -> CollectionDetail:
+    """A collection as its page and the API show it to `principal`: for its owner and
+    editors with its near-duplicate standing (`duplicate`), for others without it."""
+    out = CollectionDetail.model_validate(col)
+    if may_see_duplicate(principal, col):
+        out.duplicate = duplicate_view(session, col)
+    else:
+        out.near_duplicate_of = out.similarity = out.duplicate_cleared_at = None
+    return out
+
+
+def held_families(session: Session, principal: Principal) -> list[HeldFamilyOut]:
+    """The families held as another account's near-duplicate, oldest first, with the
+    collection each matched and the command that releases it (editors)."""
+    principal.require(Role.EDITOR, "listing held near-duplicates")
+    firsts = list(session.scalars(
+        select(Collection).where(Collection.near_duplicate_of.is_not(None),
+                                 Collection.duplicate_cleared_at.is_(None),
+                                 Collection.family_id == Collection.id)
+        .order_by(Collection.id)))
+    if not firsts:
+        return []
+    matched = {c.id: c for c in session.scalars(select(Collection).where(
+        Collection.id.in_({f.near_duplicate_of for f in firsts})))}
+    owners = {c.owner_id for c in firsts} | {c.owner_id for c in matched.values()}
+    names = user_names(session, owners)
+    members: dict[int | None, int] = {
+        family: n for family, n in session.execute(
+            select(Collection.family_id, func.count()).where(
+                Collection.family_id.in_([f.id for f in firsts]))
+            .group_by(Collection.family_id))}
+    out = []
+    for f in firsts:
+        m = matched.get(f.near_duplicate_of or 0)
+        out.append(HeldFamilyOut(
+            id=f.id, name=f.name, owner=names.get(f.owner_id, f"user {f.owner_id}"),
+            near_duplicate_of=f.near_duplicate_of or 0,
+            matched_name=m.name if m else "(removed)",
+            matched_owner=names.get(m.owner_id, f"user {m.owner_id}") if m else "—",
+            similarity=f.similarity or 0.0, members=members.get(f.id, 1),
+            created_at=f.created_at, clear_command=clear_command(f.id)))
+    return out
 
 
 def clear_duplicate(session: Session, principal: Principal, collection_id: int) -> Collection:

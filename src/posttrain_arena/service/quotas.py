@@ -6,6 +6,11 @@ reservation of a queued or running run, the reconciled cost of a finished one; a
 is its members' together. A launch whose allowance would pass any cap that applies to
 its caller fails the `quota` check; launch evaluates it with the budget row locked (as
 every launch check), so racing launches cannot pass a quota together.
+
+Who sees what (`visible_quotas`, `usage`): the global cap and its totals are public. A
+user's or a team's figures are not: organizers (editors and admins) see every quota; a
+signed-in participant sees their own use, their team's, and the quotas that cap them;
+an anonymous reader sees no quota and no one's use.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from sqlalchemy.orm import Session
 from posttrain_arena.service.auth import Principal, Role
 from posttrain_arena.service.errors import BadRequest, NotFound
 from posttrain_arena.service.models import Quota, Run, User, utcnow
-from posttrain_arena.service.schemas import QuotaOut
+from posttrain_arena.service.schemas import QuotaOut, UsageOut
 
 _EPS = 1e-9
 
@@ -55,6 +60,37 @@ def list_quotas(session: Session) -> list[QuotaOut]:
                                                                               Quota.name))]
 
 
+def _applying(session: Session, user: User) -> list[Quota]:
+    """The quotas that cap `user`: their own, then their team's."""
+    wanted = [(QuotaKind.USER, user.name)] + ([(QuotaKind.TEAM, user.team)] if user.team
+                                              else [])
+    rows = (session.scalar(select(Quota).where(Quota.kind == kind.value, Quota.name == name))
+            for kind, name in wanted)
+    return [row for row in rows if row is not None]
+
+
+def visible_quotas(session: Session, principal: Principal) -> list[QuotaOut]:
+    """The quotas `principal` may read: every one for organizers (editors and admins),
+    the caller's own user and team quotas for a participant, none for anonymous."""
+    if principal.at_least(Role.EDITOR):
+        return list_quotas(session)
+    user = session.get(User, principal.user_id) if principal.user_id is not None else None
+    if user is None:
+        return []
+    return [_out(session, q) for q in _applying(session, user)]
+
+
+def usage(session: Session, principal: Principal) -> UsageOut | None:
+    """What the signed-in caller's runs (and their team's) hold and spent, whether or not
+    a quota caps them; None for anonymous callers and the server's own identity."""
+    user = session.get(User, principal.user_id) if principal.user_id is not None else None
+    if user is None:
+        return None
+    return UsageOut(user=user.name, used=_used(session, [user.id]), team=user.team,
+                    team_used=(_used(session, _members(session, QuotaKind.TEAM, user.team))
+                               if user.team else None))
+
+
 def set_quota(session: Session, principal: Principal, kind: str, name: str,
               cap: float | None) -> list[QuotaOut]:
     """Set (or, with cap None, remove) the quota of a user or a team (admins)."""
@@ -86,14 +122,9 @@ def quota_problems(session: Session, principal: Principal, need: float) -> list[
     if user is None:
         return []
     problems = []
-    wanted = [(QuotaKind.USER, user.name)] + ([(QuotaKind.TEAM, user.team)] if user.team
-                                              else [])
-    for kind, name in wanted:
-        row = session.scalar(select(Quota).where(Quota.kind == kind.value, Quota.name == name))
-        if row is None:
-            continue
-        used = _used(session, _members(session, kind, name))
+    for row in _applying(session, user):
+        used = _used(session, _members(session, QuotaKind(row.kind), row.name))
         if used + need > row.cap + _EPS:
-            problems.append(f"the {kind.value} quota of {name!r} is {row.cap:.3g}: "
+            problems.append(f"the {row.kind} quota of {row.name!r} is {row.cap:.3g}: "
                             f"{used:.3g} used, {need:.3g} more needed")
     return problems

@@ -169,7 +169,8 @@ class CollectionOut(_Out):
         "family_id equal to id: another account's, and it cannot launch until an editor "
         "clears it)")
     similarity: float | None = Field(
-        description="Share of this collection's packages with a near-copy in that one")
+        description="Share of this collection's packages with a near-copy in that one "
+        "(this and near_duplicate_of: for its owner and editors; null for others)")
     duplicate_cleared_at: datetime | None = Field(
         description="When an editor let this near-duplicate of another account's "
         "collection launch as a family of its own (UTC); null while it waits, or when "
@@ -182,8 +183,51 @@ class CollectionOut(_Out):
     created_at: datetime = Field(description="UTC registration time")
 
 
+class DuplicateState(StrEnum):
+    """Where a near-duplicate stands (families.py)."""
+
+    JOINED = "joined"  # shares the family of its own side's earlier collection
+    HELD = "held"  # its family starts with a copy of another account's: cannot launch
+    CLEARED = "cleared"  # such a family, cleared by an editor: launches with its own limits
+
+
+class DuplicateOut(BaseModel):
+    """A near-duplicate collection's standing, for its owner and for editors."""
+
+    state: DuplicateState = Field(description="joined, held or cleared")
+    near_duplicate_of: int = Field(description="The earlier collection it matched")
+    similarity: float = Field(
+        description="Share of its packages with a near-copy in the matched collection")
+    family_id: int = Field(description="The first collection of its family")
+    family_matches: int | None = Field(
+        description="When the family's first collection is another one: the collection "
+        "that one matched")
+    reason: str = Field(description="The `near_duplicate` launch check's text")
+    clear_command: str | None = Field(
+        description="What an editor runs to let a held family launch (null unless held)")
+
+
 class CollectionDetail(CollectionOut):
     findings: list[dict[str, Any]] = Field(description="Structural findings (rendered)")
+    duplicate: DuplicateOut | None = Field(
+        default=None, description="Whether it is held as a near-duplicate, and which "
+        "collection it matched: shown to its owner and to editors only (null for others, "
+        "and when it copies nothing)")
+
+
+class HeldFamilyOut(BaseModel):
+    """A family held as another account's near-duplicate, as organizers list them."""
+
+    id: int = Field(description="The family's first collection (the one to clear)")
+    name: str = Field(description="Its name")
+    owner: str = Field(description="Its owner's name")
+    near_duplicate_of: int = Field(description="The other account's collection it matched")
+    matched_name: str = Field(description="That collection's name")
+    matched_owner: str = Field(description="That collection's owner's name")
+    similarity: float = Field(description="Share of its packages with a near-copy there")
+    members: int = Field(description="Collections in the family (all held with it)")
+    created_at: datetime = Field(description="UTC registration time of the first")
+    clear_command: str = Field(description="What releases it")
 
 
 class TaskEvidenceOut(_Out):
@@ -362,6 +406,15 @@ class QuotaOut(BaseModel):
     left: float = Field(description="cap - used")
 
 
+class UsageOut(BaseModel):
+    """The signed-in caller's own use of the budget, whether or not a quota caps it."""
+
+    user: str = Field(description="Your user name")
+    used: float = Field(description="Reserved by your active runs plus spent by your others")
+    team: str | None = Field(description="Your team (quotas may cap it), if any")
+    team_used: float | None = Field(description="Your team's members' use together")
+
+
 class QuotaUpdate(BaseModel):
     kind: str = Field(description="user or team")
     name: str = Field(min_length=1, max_length=USER_NAME_MAX, description="User or team name")
@@ -374,7 +427,12 @@ class BudgetOut(_Out):
     spent: float = Field(description="Used by finished runs")
     left: float = Field(description="cap - reserved - spent")
     quotas: list[QuotaOut] = Field(
-        default_factory=list, description="Per-user and per-team caps on top of the global one")
+        default_factory=list,
+        description="Per-user and per-team caps on top of the global one, with their use, "
+        "as far as the caller may see them: every one for editors and admins, the caller's "
+        "own and their team's for a participant, none for anonymous readers")
+    you: UsageOut | None = Field(
+        default=None, description="The signed-in caller's use (null when anonymous)")
 
 
 class BudgetUpdate(BaseModel):

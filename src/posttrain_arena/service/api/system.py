@@ -87,10 +87,11 @@ def revoke(prefix: str, principal: PrincipalDep, db: DbDep) -> TokenOut:
 
 
 @router.get("/api/budget", response_model=BudgetOut, tags=["budget"])
-def get_budget(db: DbDep) -> BudgetOut:
-    """Cap, reserved, spent and left."""
+def get_budget(db: DbDep, principal: PrincipalDep) -> BudgetOut:
+    """Cap, reserved, spent and left; the quotas and use you may see: every quota for
+    editors and admins, your own and your team's when signed in, none anonymously."""
     with db.read() as s:
-        return budget_mod.get_budget(s)
+        return budget_mod.get_budget(s, principal)
 
 
 @router.put("/api/budget", response_model=BudgetOut, tags=["budget"])

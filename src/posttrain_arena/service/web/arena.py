@@ -1,5 +1,6 @@
-"""Pages: `/arena` (challenges, budget, collections, runs, submit forms), a challenge with
-its leaderboard and review queue, and a collection with its tasks and findings."""
+"""Pages: `/arena` (challenges, budget, collections, runs, submit forms), `/arena/budget`
+(the global cap, quotas and use), a challenge with its leaderboard and review queue, and
+a collection with its tasks, findings and near-duplicate hold."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from posttrain_arena.service import budget as budget_mod
 from posttrain_arena.service import challenges as ch_svc
 from posttrain_arena.service import collections as col_svc
 from posttrain_arena.service import evidence as evidence_svc
+from posttrain_arena.service import families
 from posttrain_arena.service import runs as run_svc
 from posttrain_arena.service.errors import ServiceError
 from posttrain_arena.service.leaderboard import leaderboard
+from posttrain_arena.service.models import Collection
 from posttrain_arena.service.results import list_results
 from posttrain_arena.service.schemas import (
     GitSource,
@@ -51,16 +54,30 @@ def arena_page(request: Request, viewer: ViewerDep) -> Response:
     """Challenges with health, budget, collections, recent runs, and the submit forms."""
     with db_of(request).read() as s:
         challenges = [ch_svc.to_out(c) for c in ch_svc.list_challenges(s)]
-        budget = budget_mod.get_budget(s)
+        budget = budget_mod.get_budget(s, viewer.principal)
         collections, n_collections = col_svc.list_collections(s, limit=100)
         runs, n_runs = run_svc.list_runs(s, limit=30)
         names = user_names(s, [c.owner_id for c in collections]
                            + [r.created_by for r in runs])
         col_names = collection_names(s, [r.collection_id for r in runs])
+        held = families.held_families(s, viewer.principal) if viewer.is_editor else []
     by_id = {c.id: c for c in challenges}
     return render(request, "arena.html", viewer, challenges=challenges, budget=budget,
                   collections=collections, n_collections=n_collections, runs=runs,
-                  n_runs=n_runs, names=names, challenges_by_id=by_id, col_names=col_names)
+                  n_runs=n_runs, names=names, challenges_by_id=by_id, col_names=col_names,
+                  held=held)
+
+
+@router.get("/arena/budget", response_class=HTMLResponse)
+def budget_page(request: Request, viewer: ViewerDep) -> Response:
+    """The global cap, the viewer's own use, and the quotas the viewer may see (every
+    one for organizers, the viewer's own and their team's for a participant)."""
+    with db_of(request).read() as s:
+        budget = budget_mod.get_budget(s, viewer.principal)
+    you = budget.you
+    caps_you = [q for q in budget.quotas if you is not None and (
+        (q.kind, q.name) in {("user", you.user), ("team", you.team)})]
+    return render(request, "budget.html", viewer, budget=budget, caps_you=caps_you)
 
 
 @router.get("/arena/challenges/{ref}", response_class=HTMLResponse)
@@ -109,13 +126,36 @@ def collection_page(collection_id: int, request: Request, viewer: ViewerDep,
         runs, n_runs = run_svc.list_runs(s, collection_id=collection_id, limit=50)
         challenges = [ch_svc.to_out(c) for c in ch_svc.list_challenges(s)]
         names = user_names(s, [col.owner_id] + [r.created_by for r in runs])
+        # the owner and editors see whether it is held and what it matched (by id; the
+        # matched collection's name and owner for editors only); nobody else sees any
+        dup = (families.duplicate_view(s, col)
+               if families.may_see_duplicate(viewer.principal, col) else None)
+        matched = (s.get(Collection, dup.near_duplicate_of)
+                   if dup is not None and viewer.is_editor else None)
+        if matched is not None:
+            names.update(user_names(s, [matched.owner_id]))
     tasks = collection_tasks(col)
     origin = collection_origin(col, request.app.state.settings.hf_endpoint)
     return render(request, "collection.html", viewer, col=col, tasks=tasks, runs=runs,
                   origin=origin, n_runs=n_runs, evidence=evidence, sort=sort,
-                  challenges=challenges, names=names,
+                  challenges=challenges, names=names, dup=dup, matched=matched,
                   challenges_by_id={c.id: c for c in challenges},
                   col_names={col.id: col.name})
+
+
+@router.post("/arena/collections/{collection_id}/clear-duplicate")
+def clear_duplicate(collection_id: int, request: Request, viewer: ViewerDep) -> Response:
+    """Let a held near-duplicate's family launch as a family of its own (editors)."""
+    back = f"/arena/collections/{collection_id}"
+    try:
+        with db_of(request).write() as s:
+            first = families.clear_duplicate(s, viewer.principal, collection_id)
+            first_id = first.id
+    except ServiceError as exc:
+        if exc.status_code == 404:
+            raise
+        return redirect(back, exc.message, "error")
+    return redirect(back, f"Cleared: family {first_id} may launch, with limits of its own.")
 
 
 @router.get("/arena/collections/{collection_id}/tasks/{task}", response_class=HTMLResponse)

@@ -47,7 +47,7 @@ def launch_page(collection_id: int, request: Request, viewer: ViewerDep,
         pre = run_svc.preflight(s, viewer.principal,
                                 RunRequest(challenge=ch.slug, collection_id=col.id),
                                 request.app.state.settings)
-        budget = budget_mod.get_budget(s)
+        budget = budget_mod.get_budget(s, viewer.principal)
     return render(request, "launch.html", viewer, col=col, ch=ch, challenges=challenges,
                   pre=pre, budget=budget, request_id=uuid.uuid4().hex)
 
