@@ -163,22 +163,24 @@ def test_the_output_directory_keeps_the_transfer_bounds_and_goes_with_the_sessio
     assert not os.path.lexists(tmp_path / "x")  # nothing left half-copied
     assert out_session.output is not None
     root = out_session.output.root
-    assert (root / "out" / "f1").exists()
+    assert (out_session.output.host / "f1").exists()
     out_session.stop()
     assert not root.exists()
 
 
 def test_the_reaper_removes_an_output_directory_whose_owner_died(tmp_path: Path) -> None:
-    from posttrain_arena.sandbox.docker_session import OutputDir
+    from posttrain_arena.sandbox.docker_disk import SessionDir
     from posttrain_arena.sandbox.owner import pid_namespace
     from posttrain_arena.sandbox.reaper import reap_local
 
     dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True)
     pid = int(dead.stdout)  # exited: its pid is free
-    orphan = OutputDir.create("arena-test" + os.urandom(4).hex(), "/logs/verifier",
-                              f"{pid} 0 {pid_namespace()}\n")
-    mine = OutputDir.create("arena-test" + os.urandom(4).hex(), "/logs/verifier",
-                            f"{os.getpid()} 9999999999 {pid_namespace()}\n")
+    orphan = SessionDir.create("arena-test" + os.urandom(4).hex(),
+                               f"{pid} 0 {pid_namespace()}\n", payload=None,
+                               output_target="/logs/verifier")
+    mine = SessionDir.create("arena-test" + os.urandom(4).hex(),
+                             f"{os.getpid()} 9999999999 {pid_namespace()}\n", payload=None,
+                             output_target="/logs/verifier")
     try:
         removed, _ = reap_local(6 * 3600)
         assert orphan.root.name in removed and not orphan.root.exists()

@@ -34,8 +34,10 @@ from posttrain_arena.sandbox.base import (
     PrerequisiteError,
     SandboxError,
 )
+from posttrain_arena.sandbox.diskcap import bound_text, disk_support
 from posttrain_arena.sandbox.docker_anchor import ANCHOR
-from posttrain_arena.sandbox.docker_session import DockerSession, OutputDir
+from posttrain_arena.sandbox.docker_disk import SessionDir
+from posttrain_arena.sandbox.docker_session import DockerSession
 from posttrain_arena.sandbox.engine import LABEL, docker_client
 from posttrain_arena.sandbox.imagemap import (
     EngineImages,
@@ -71,6 +73,10 @@ def build_network_mode() -> str:
     return mode
 
 
+class _Again(Exception):
+    """The engine refused storage_opt after all: start again without it."""
+
+
 class DockerBackend:
     """Sandboxes as Docker containers."""
 
@@ -85,6 +91,10 @@ class DockerBackend:
         self._build_slots = threading.BoundedSemaphore(max(1, slots))
         self._storage_opt: bool | None = None
         self._host_output: bool | None = None
+        self._image_volumes: dict[str, list[str]] = {}
+        self._layer_cap: str | None = None
+        """Why the writable layer cannot go on a disk here ('' when it can; None: not
+        known yet, the first session on a disk checks that the bound took)."""
         hours = reap_after_hours
         if hours is None:
             hours = float(os.environ.get("ARENA_REAP_AFTER_HOURS", "6"))
@@ -107,12 +117,27 @@ class DockerBackend:
             info = self.client.info()
         except PrerequisiteError as exc:
             return False, str(exc)
-        storage = (
-            "storage limit enforced"
-            if self.storage_limit_supported()
-            else ("no storage limit (needs overlay2 on xfs with pquota, or btrfs/zfs/devicemapper)")
-        )
-        return True, f"Docker {info.get('ServerVersion', '?')}, {info.get('Driver')}; {storage}"
+        return True, (f"Docker {info.get('ServerVersion', '?')}, {info.get('Driver')}; "
+                      f"disk: {self.disk_mode()[1]}")
+
+    def disk_mode(self) -> tuple[str, str]:
+        """How sessions' writes are bounded in total here: ('engine' | 'disk' | 'file',
+        in words). engine: the storage driver caps the container (storage_opt); disk:
+        its writable layer on a size-capped file system of its own (docker_disk); file:
+        neither is possible, only the per-file limit holds, unbounded in total."""
+        if self.storage_limit_supported():
+            return "engine", "the storage driver caps each container (storage_opt size)"
+        support = disk_support()
+        driver = str(self.client.info().get("Driver", ""))
+        why = (support.detail if not support.works
+               else f"storage driver {driver}, not overlay2" if driver != "overlay2"
+               else "user-namespace remapping" if not self.host_output_supported()
+               else self._layer_cap)
+        if not why:
+            return "disk", f"each container's writable layer on a {support.detail}"
+        return "file", (f"UNBOUNDED in total, only each file is capped ({why}; the storage "
+                        "driver cannot cap containers: run as root with loop devices, or "
+                        "give the engine overlay2 on xfs with pquota)")
 
     def host_output_supported(self) -> bool:
         """Whether a host directory bound into a container is written as the container's
@@ -256,11 +281,13 @@ class DockerBackend:
         labels: Mapping[str, str] | None = None,
         output_dir: str | None = None,
     ) -> DockerSession:
-        """Create and start a container from `image` with `limits` applied. With
-        `output_dir`, an empty host directory (see OutputDir) is bound there read-write
+        """Create and start a container from `image` with `limits` applied, its writes
+        bounded in total as disk_mode() says (docker_disk). With `output_dir` and a disk
+        for the session, an empty directory on that disk is bound there read-write
         where the engine maps the container's root to this host's (no user-namespace
         remapping): once the session is halted, copy_out reads it on the host instead
-        of through the engine's archive API (a helper process in the engine)."""
+        of through the engine's archive API (a helper process in the engine); without
+        a disk it stays in the container, inside the container's bound."""
         import docker.errors
         from docker.types import Ulimit
 
@@ -276,12 +303,16 @@ class DockerBackend:
             str(m.source): {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
             for m in mounts or []
         }
-        output = None
-        if output_dir is not None and self.host_output_supported():
-            output = OutputDir.create(
-                sid, posixpath.normpath(posixpath.join(image.workdir, output_dir)),
-                f"{os.getpid()} {time.time():.0f} {pid_namespace()}\n")
-            binds[str(output.host)] = {"bind": output.target, "mode": "rw"}
+        mode, _how = self.disk_mode()
+        target = (posixpath.normpath(posixpath.join(image.workdir, output_dir))
+                  if output_dir is not None else None)
+        payload = limits.storage_mb << 20
+        volumes = self._volumes(image)
+        host_dir = None
+        if (mode == "disk" or (mode == "engine" and (target or volumes))) and (
+                disk_support().works and self.host_output_supported()):
+            owner = f"{os.getpid()} {time.time():.0f} {pid_namespace()}\n"
+            host_dir = SessionDir.create(sid, owner, payload=payload, output_target=target)
         host_kwargs: dict[str, Any] = dict(
             network_mode="bridge" if limits.allow_internet else "none",
             nano_cpus=int(limits.cpus * 1e9),
@@ -291,30 +322,81 @@ class DockerBackend:
             cap_drop=["ALL"],
             cap_add=list(SESSION_CAPABILITIES),
             security_opt=["no-new-privileges"],
-            binds=binds or None,
-            # no single file may exceed the task's storage; the only disk cap where the
-            # storage driver cannot limit a container's size
-            ulimits=[
-                Ulimit(name="fsize", soft=limits.storage_mb << 20, hard=limits.storage_mb << 20)
-            ],
+            # PID 1 prints nothing; what a process writes to its stdout must not grow a
+            # host file outside the session's bound
+            log_config={"type": "none", "config": {}},
+            # no single file may exceed the task's storage (kept under every other bound)
+            ulimits=[Ulimit(name="fsize", soft=payload, hard=payload)],
         )
-        if self.storage_limit_supported():
+        if mode == "engine":
             host_kwargs["storage_opt"] = {"size": f"{limits.storage_mb}M"}
         try:
+            if host_dir is not None:
+                binds.update(host_dir.binds(allow_internet=limits.allow_internet,
+                                            volumes=volumes))
+            host_kwargs["binds"] = binds or None
             try:
                 container = self._create(api, image, sid, all_labels, host_kwargs)
             except docker.errors.ImageNotFound as exc:
                 raise SandboxError(f"image {image.tag} is gone; build it again ({exc})") from exc
+            bound = bound_text(limits.storage_mb, _how) if mode != "file" else _how
+            if mode == "engine" and not self.storage_limit_supported():
+                api.remove_container(container, force=True)  # it refused storage_opt
+                raise _Again()
             try:
+                if mode == "disk":
+                    assert host_dir is not None
+                    if not host_dir.attach_layer(api, container):
+                        raise SandboxError("the engine's storage driver is not overlay2")
                 api.start(container)
-            except docker.errors.APIError as exc:
-                api.remove_container(container, force=True)
-                raise SandboxError(f"cannot start a container from {image.tag}: {exc}") from exc
-        except BaseException:
-            if output is not None:
-                output.remove()
+                if mode == "disk" and self._layer_cap is None:
+                    self._check_layer_cap(api, container, host_dir)
+            except BaseException as exc:
+                with contextlib.suppress(Exception):
+                    api.remove_container(container, force=True)
+                if isinstance(exc, docker.errors.APIError):
+                    raise SandboxError(f"cannot start a container from {image.tag}: "
+                                       f"{exc}") from exc
+                raise
+        except BaseException as exc:
+            if host_dir is not None:
+                host_dir.remove()
+            if isinstance(exc, _Again):
+                return self.start(image, limits=limits, mounts=mounts, labels=labels,
+                                  output_dir=output_dir)
             raise
-        return DockerSession(api, container, sid, image, output=output)
+        return DockerSession(api, container, sid, image, host_dir=host_dir, disk_bound=bound)
+
+    def _check_layer_cap(self, api: Any, container: str, host_dir: SessionDir | None) -> None:
+        """Once per backend: the started container's root file system reports the disk's
+        size (overlayfs answers statfs from its upper layer), else the engine did not
+        mount the layer it was given (another mount namespace): SandboxError, and
+        later sessions say they are unbounded (disk_mode)."""
+        assert host_dir is not None and host_dir.disk is not None
+        pid = (api.inspect_container(container).get("State") or {}).get("Pid") or 0
+        try:
+            root, disk = os.statvfs(f"/proc/{pid}/root"), os.statvfs(host_dir.disk.mount)
+            took = root.f_blocks * root.f_frsize == disk.f_blocks * disk.f_frsize
+        except OSError:
+            took = False
+        if not took:
+            self._layer_cap = ("the engine did not use the layer on the session's disk "
+                               "(another mount namespace?)")
+            raise SandboxError(f"session {container[:12]}: {self._layer_cap}; start again "
+                               "(sessions are now unbounded in total, doctor says so)")
+        self._layer_cap = ""
+
+    def _volumes(self, image: ImageRef) -> list[str]:
+        """The image's VOLUMEs (the engine would make each an unbounded host volume);
+        looked up once per image."""
+        key = image.image_id or image.tag
+        if key not in self._image_volumes:
+            try:
+                config = self.client.api.inspect_image(image.tag).get("Config") or {}
+            except Exception:
+                return []
+            self._image_volumes[key] = [str(v) for v in (config.get("Volumes") or {})]
+        return self._image_volumes[key]
 
     def _create(
         self,

@@ -8,8 +8,10 @@ command dies while the session itself (and other execs) live on.
 `halt()` ends a session's processes in one engine call (the container is killed, its
 anchor with it) and keeps its files readable: a trial with fresh verification halts
 the agent's session and copies the state out of the stopped container. A session
-started with an output directory (a verifier's) has it on the host (`OutputDir`): once
-halted, copy_out of that directory is a host copy, not an archive from the engine.
+started with an output directory (a verifier's) may have it on the host, on the
+session's disk (`docker_disk.SessionDir`): once halted, copy_out of that directory is a
+host copy, not an archive from the engine. `disk_bound` says how the session's writes
+are bounded in total.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,8 @@ from posttrain_arena.sandbox.base import (
     TransferLimit,
 )
 from posttrain_arena.sandbox.docker_anchor import end_all_but_anchor
-from posttrain_arena.sandbox.localfs import Budget, copy_tree, remove_tree, sessions_dir
+from posttrain_arena.sandbox.docker_disk import SessionDir
+from posttrain_arena.sandbox.localfs import Budget, copy_tree
 from posttrain_arena.sandbox.process import OutputCapture
 from posttrain_arena.task_format.trust import DEFAULT_PATH
 
@@ -64,57 +66,21 @@ TAR_OVERHEAD = 1536
 """Archive bytes per entry beyond its data (header and padding), for the byte bound."""
 
 
-OUTPUT_PREFIX = "arena-docker-out-"
-"""Directories under sessions_dir() holding a docker session's host output directory."""
-
-
-@dataclass(frozen=True)
-class OutputDir:
-    """A session's output directory kept on the host: `host` (empty at start, mode 0755)
-    is bound read-write at `target` in the container. It lives in a directory of its own
-    under sessions_dir() (OUTPUT_PREFIX + session id, mode 0700, so no other host user
-    reaches it) beside an `owner` file, as a local session's: the reaper removes what a
-    crashed process left (reaper.reap_local). Only regular files ever leave it: copy_out
-    recreates links as links and skips devices, fifos and sockets; the verdict reads the
-    record's copies of its regular files, never through a link."""
-
-    target: str
-    root: Path
-
-    @property
-    def host(self) -> Path:
-        return self.root / "out"
-
-    @classmethod
-    def create(cls, sid: str, target: str, owner: str) -> OutputDir:
-        """A new, empty one for session `sid`; `owner`: the line of its owner file."""
-        root = sessions_dir() / f"{OUTPUT_PREFIX}{sid}"
-        root.mkdir(mode=0o700)
-        try:
-            (root / "owner").write_text(owner)
-            (root / "out").mkdir()
-            os.chmod(root / "out", 0o755)
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-        return cls(target, root)
-
-    def remove(self) -> None:
-        remove_tree(self.root)  # what the verifier wrote: any depth
-
-
 class DockerSession:
     """A container started by DockerBackend.start."""
 
     host_copies = False  # see Session.host_copies: copies go through the engine's API
 
     def __init__(self, api: Any, container: str, sid: str, image: ImageRef, *,
-                 output: OutputDir | None = None) -> None:
+                 host_dir: SessionDir | None = None, disk_bound: str = "") -> None:
         self.api = api
         self.container = container
         self.id = sid
         self.image = image
-        self.output = output
+        self.host_dir = host_dir
+        self.output = host_dir if host_dir is not None and host_dir.output_target else None
+        self.disk_bound = disk_bound
+        """How the session's writes are bounded in total, in words (docker_disk)."""
         self._stopped = False
         self._halted = False
         self._shell = ["bash", "-lc"]
@@ -466,11 +432,17 @@ class DockerSession:
             raise SandboxError(f"session {self.id}: unexpected wait answer {status!r}")
 
     def stop(self) -> None:
-        """Remove the container with force (SIGKILL, no grace period). Idempotent."""
+        """Remove the container with force (SIGKILL, no grace period), then its disk.
+        Idempotent. A container whose layer is on the disk is halted first and the disk
+        taken off the layer, so the engine removes only its own, empty directory."""
         import docker.errors
 
         if self._stopped:
             return
+        if self.host_dir is not None and self.host_dir.layer is not None:
+            with contextlib.suppress(SandboxError):
+                self.halt()  # the engine unmounts the layer once the container stops
+            self.host_dir.detach_layer()
         self._stopped = True
         try:
             self.api.remove_container(self.container, force=True, v=True)
@@ -480,8 +452,8 @@ class DockerSession:
             if "already in progress" not in str(exc):
                 raise SandboxError(f"cannot remove container {self.id}: {exc}") from exc
         finally:
-            if self.output is not None:
-                self.output.remove()
+            if self.host_dir is not None:
+                self.host_dir.remove()
 
     def __enter__(self) -> DockerSession:
         return self

@@ -13,6 +13,7 @@ cgroup). Images are directories built from a Dockerfile subset (see localbuild).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import pwd
@@ -38,6 +39,7 @@ from posttrain_arena.sandbox.base import (
 )
 from posttrain_arena.sandbox.bwrap import base_bwrap_args, bwrap_path
 from posttrain_arena.sandbox.cgroups import SessionCgroup
+from posttrain_arena.sandbox.diskcap import DiskCap
 from posttrain_arena.sandbox.localfs import (
     MAX_COPY_DEPTH,
     TRASH_PREFIX,
@@ -57,12 +59,16 @@ OUTPUT_ROOT = "/logs"
 _trash: queue.SimpleQueue[Path] = queue.SimpleQueue()
 _trash_worker: threading.Thread | None = None
 _trash_guard = threading.Lock()
+_removing: set[Path] = set()
+"""Trash entries not yet removed."""
 
 
 def discard(directory: Path) -> None:
     """Delete a session directory without making the caller wait: rename it aside (one
     metadata operation) and let a background thread remove it. (Unlinking is slow on
-    file systems mounted with `discard`.) What a crash leaves, `reap_local` removes."""
+    file systems mounted with `discard`.) The process waits for that thread when it
+    exits (`_drain_trash`), so nothing is left behind; what a crash leaves, `reap_local`
+    removes."""
     global _trash_worker
     trash = directory.with_name(TRASH_PREFIX + directory.name)
     try:
@@ -70,6 +76,8 @@ def discard(directory: Path) -> None:
     except OSError:
         remove_tree(directory)
         return
+    with _trash_guard:
+        _removing.add(trash)
     _trash.put(trash)
     with _trash_guard:
         if _trash_worker is None or not _trash_worker.is_alive():
@@ -79,7 +87,33 @@ def discard(directory: Path) -> None:
 
 def _empty_trash() -> None:
     while True:
-        remove_tree(_trash.get())
+        path = _trash.get()
+        try:
+            remove_tree(path)
+        finally:
+            with _trash_guard:
+                _removing.discard(path)
+
+
+@atexit.register
+def _drain_trash() -> None:
+    """At exit: remove what the trash thread has not got to, and wait (a minute at most)
+    for the one it is removing (a daemon thread dies with the interpreter: every
+    `arena task run` left its session in the trash)."""
+    while True:
+        try:
+            path = _trash.get_nowait()
+        except queue.Empty:
+            break
+        remove_tree(path)
+        with _trash_guard:
+            _removing.discard(path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with _trash_guard:
+            if not _removing:
+                return
+        time.sleep(0.02)
 
 
 def _uid_of(user: str | None) -> int | None:
@@ -111,9 +145,13 @@ class LocalSession:
         mounts: list[Mount] | None,
         labels: Mapping[str, str] | None,
         base_fs: Path | None = None,
+        disk: DiskCap | None = None,
+        disk_bound: str = "",
     ) -> None:
         """`base_fs`: the image's files the session's `fs/` was copied from (what
-        changed_paths compares against; None: every file counts as added)."""
+        changed_paths compares against; None: every file counts as added). `disk`: the
+        size-capped file system mounted at `fs/` (released at stop); `disk_bound`: how
+        the session's writes are bounded in total, in words."""
         self.id = state_dir.name
         self.image = image
         self.state_dir = state_dir
@@ -130,6 +168,8 @@ class LocalSession:
         self.limits = limits
         self.mounts = list(mounts or [])
         self.labels = dict(labels or {})
+        self.disk = disk
+        self.disk_bound = disk_bound
         self.cgroup = SessionCgroup.create(self.id, limits)
         self._bwrap = bwrap_path()
         self._running: set[subprocess.Popen[bytes]] = set()
@@ -271,7 +311,7 @@ class LocalSession:
         (one metadata operation each) and deleted with the session."""
         if self._stopped or self._halted:
             raise SandboxError(f"session {self.id} is {'stopped' if self._stopped else 'halted'}")
-        trash = self.state_dir / "emptied"
+        trash = self.fs.state / ".arena-emptied"  # same file system: renames work
         trash.mkdir(exist_ok=True)
         for path in paths:
             host = self.fs.host_path(normalize(path, self.image.workdir), write=True)
@@ -329,14 +369,20 @@ class LocalSession:
         return sorted(changed)
 
     def stop(self) -> None:
-        """Kill everything and delete the session's files and groups. Idempotent."""
+        """Kill everything and delete the session's files and groups. Idempotent. With
+        a disk, its files go with it (unmounted: the loop device frees them) and the
+        rest of the state directory (a few entries) is removed at once."""
         if self._stopped:
             return
         self._stopped = True
         self.kill_all()
         if self.cgroup is not None:
             self.cgroup.remove()
-        discard(self.state_dir)
+        if self.disk is not None:
+            self.disk.release()
+            remove_tree(self.state_dir)
+        else:
+            discard(self.state_dir)
 
     def __enter__(self) -> LocalSession:
         return self

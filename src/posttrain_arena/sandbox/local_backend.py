@@ -6,6 +6,7 @@ private copy of one (local.LocalSession).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
@@ -17,6 +18,7 @@ from pathlib import Path
 from posttrain_arena.sandbox.base import ImageRef, Limits, Mount, PrerequisiteError, SandboxError
 from posttrain_arena.sandbox.bwrap import bwrap_path
 from posttrain_arena.sandbox.cgroups import SessionCgroup
+from posttrain_arena.sandbox.diskcap import DiskCap, bound_text, disk_support, make_disk
 from posttrain_arena.sandbox.local import OUTPUT_ROOT, LocalSession
 from posttrain_arena.sandbox.localbuild import build_local_image, image_dir, read_meta
 from posttrain_arena.sandbox.localfs import SESSION_PREFIX, remove_tree, sessions_dir
@@ -63,10 +65,20 @@ class LocalBackend:
         if group is None:
             return True, (
                 f"bubblewrap {bwrap} works (rlimits only: no writable cgroup, so the "
-                "process limit is not enforced for root)"
+                f"process limit is not enforced for root); disk: {self.disk_mode()}"
             )
         group.remove()
-        return True, f"bubblewrap {bwrap} works (cgroup limits: pids, memory, cpu)"
+        return True, (f"bubblewrap {bwrap} works (cgroup limits: pids, memory, cpu); "
+                      f"disk: {self.disk_mode()}")
+
+    @staticmethod
+    def disk_mode() -> str:
+        """How sessions' writes are bounded in total here, in words."""
+        support = disk_support()
+        if support.works:
+            return f"each session's files on a size-capped {support.detail}"
+        return (f"UNBOUNDED in total, only each file is capped ({support.detail}; run as "
+                "root with loop devices and mkfs.ext4)")
 
     def build(self, context: Path, *, timeout: float, task_name: str = "") -> ImageRef:
         """Build (or reuse, by content hash) a local image from a Dockerfile subset."""
@@ -81,20 +93,28 @@ class LocalBackend:
         labels: Mapping[str, str] | None = None,
         output_dir: str | None = None,
     ) -> LocalSession:
-        """A new session with a private copy of the image's files. `output_dir` needs
-        nothing more here: every writable root (OUTPUT_ROOT among them) is a host
-        directory, which copy_out reads directly."""
+        """A new session with a private copy of the image's files, on a file system of
+        its own whose size is the image's files plus the task's storage (diskcap), where
+        the host allows it. `output_dir` needs nothing more here: every writable root
+        (OUTPUT_ROOT among them) is a directory of that file system, which copy_out
+        reads directly."""
         src = image_dir(image)
         meta = read_meta(src)
         state = Path(tempfile.mkdtemp(prefix=SESSION_PREFIX, dir=sessions_dir()))
+        disk: DiskCap | None = None
         try:
-            subprocess.run(
-                ["cp", "-a", "--reflink=auto", str(src / "fs"), str(state / "fs")],
-                check=True,
-                capture_output=True,
-            )
             owner = f"{os.getpid()} {time.time():.0f} {pid_namespace()}\n"
             (state / "owner").write_text(owner)
+            if disk_support().works:
+                disk = make_disk(state / "fs", (limits.storage_mb << 20) + _image_bytes(src))
+                bound = bound_text(limits.storage_mb, "a file system of its own, with "
+                                   "the image's files")
+                copy = [str(src / "fs") + "/.", str(state / "fs")]
+            else:
+                bound = self.disk_mode()
+                copy = [str(src / "fs"), str(state / "fs")]
+            subprocess.run(["cp", "-a", "--reflink=auto", *copy], check=True,
+                           capture_output=True)
             return LocalSession(
                 image,
                 state_dir=state,
@@ -103,7 +123,28 @@ class LocalBackend:
                 mounts=mounts,
                 labels=labels,
                 base_fs=src / "fs",
+                disk=disk,
+                disk_bound=bound,
             )
-        except (OSError, subprocess.CalledProcessError) as exc:
+        except (OSError, subprocess.CalledProcessError, SandboxError) as exc:
+            if disk is not None:
+                disk.release()
             remove_tree(state)
             raise SandboxError(f"cannot start a local session from {image.tag}: {exc}") from exc
+
+
+_image_sizes: dict[str, int] = {}
+
+
+def _image_bytes(image: Path) -> int:
+    """Bytes an image's files take on a disk (4 KiB blocks; an image never changes once
+    built, so counted once per process)."""
+    key = str(image)
+    if key not in _image_sizes:
+        total = 0
+        for dirpath, dirs, files in os.walk(image / "fs"):
+            for name in [*dirs, *files]:
+                with contextlib.suppress(OSError):
+                    total += -(-os.lstat(os.path.join(dirpath, name)).st_size // 4096) * 4096
+        _image_sizes[key] = total
+    return _image_sizes[key]

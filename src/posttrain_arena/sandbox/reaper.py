@@ -21,7 +21,8 @@ from typing import Any
 from posttrain_arena.sandbox.base import PrerequisiteError
 from posttrain_arena.sandbox.bwrap import ETC_VIEW_PREFIX, current_etc_view
 from posttrain_arena.sandbox.cgroups import reap_stale
-from posttrain_arena.sandbox.docker_session import OUTPUT_PREFIX
+from posttrain_arena.sandbox.diskcap import mounts_under, unmount_under
+from posttrain_arena.sandbox.docker_disk import OUTPUT_PREFIX
 from posttrain_arena.sandbox.engine import LABEL, docker_client
 from posttrain_arena.sandbox.localfs import SESSION_PREFIX, TRASH_PREFIX, remove_tree, sessions_dir
 from posttrain_arena.sandbox.owner import pid_namespace
@@ -83,10 +84,27 @@ def reap_docker(
         too_old = now - float(c.get("Created", now)) > max_age_sec
         if too_old or (owner and _owner_dead(owner)):
             with contextlib.suppress(docker.errors.NotFound):
+                _detach_layer(client.api, c["Id"])
                 client.api.remove_container(c["Id"], force=True, v=True)
                 names = c.get("Names") or [c["Id"][:12]]
                 removed.append(str(names[0]).lstrip("/"))
     return removed
+
+
+def _detach_layer(api: Any, container: str) -> None:
+    """Take a session's disk off the container's layer directory (docker_disk) before
+    the engine removes the container: the container is killed first (the engine then
+    unmounts the layer), then every mount under the layer directory detached."""
+    data = (api.inspect_container(container).get("GraphDriver") or {}).get("Data") or {}
+    upper = data.get("UpperDir")
+    if not upper or not mounts_under(os.path.dirname(upper)):
+        return
+    import docker.errors
+
+    with contextlib.suppress(docker.errors.APIError):
+        api.kill(container)
+        api.wait(container, timeout=60, condition="not-running")
+    unmount_under(os.path.dirname(upper))
 
 
 def reap_local(max_age_sec: float) -> tuple[list[str], int]:
@@ -125,6 +143,7 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
             continue  # being created right now
         owner_gone = pid > 0 and namespace == pid_namespace() and not _pid_alive(pid)
         if owner_gone or now - born > max_age_sec or pid < 0:
+            unmount_under(d)  # its disk: the loop device and its blocks go with it
             remove_tree(d)
             removed.append(d.name)
     live = {d.name for d in sessions_dir().iterdir() if d.name.startswith(SESSION_PREFIX)}
