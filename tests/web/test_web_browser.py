@@ -24,6 +24,7 @@ from posttrain_arena.service.app import create_app
 from posttrain_arena.service.auth import SYSTEM, create_user
 from posttrain_arena.service.challenges import create_challenge
 from posttrain_arena.service.config import Settings
+from posttrain_arena.service.db import Database
 from posttrain_arena.service.stage_plan import FunctionStage, RunContext
 from posttrain_arena.service.worker import Worker
 
@@ -51,6 +52,7 @@ class Live:
     tokens: dict[str, str]
     start_worker: Callable[[], None]
     gate: threading.Event
+    db: Database
 
 
 def _gated(stage: FunctionStage, gate: threading.Event) -> FunctionStage:
@@ -89,7 +91,7 @@ def live(tmp_path: Path) -> Iterator[Live]:
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.started, "uvicorn did not start"
-    yield Live(f"http://127.0.0.1:{port}", tokens, worker.start, gate)
+    yield Live(f"http://127.0.0.1:{port}", tokens, worker.start, gate, db)
     stop.set()
     gate.set()
     server.should_exit = True
@@ -179,3 +181,69 @@ def test_submit_launch_watch_review_rank(live: Live, tmp_path: Path) -> None:
         browser.close()
     assert not external, f"pages loaded non-local resources: {external}"
     assert (tmp_path / "leaderboard.png").stat().st_size > 0
+
+
+#: Quota holders with long names, as organizers name teams and accounts.
+LONG_NAMES = [f"participant-with-a-rather-long-account-name-{i:02d}" for i in range(8)]
+
+
+@pytest.mark.browser
+def test_the_budget_page_is_readable_at_1280_px(live: Live, tmp_path: Path) -> None:
+    """An organizer's budget page with many quotas, and a participant's, at 1280 px: no
+    sideways scrolling, no figure cut off, each quota's meter in view."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from posttrain_arena.service.accounts import update_user
+    from posttrain_arena.service.quotas import set_quota
+    from posttrain_arena.service.schemas import UserUpdate
+
+    with live.db.write() as s:
+        for i, name in enumerate(LONG_NAMES):
+            create_user(s, name, "participant")
+            set_quota(s, SYSTEM, "user", name, 1_234_567.5 + i)
+        update_user(s, SYSTEM, "ada", UserUpdate(team="a-team-with-a-long-name"))
+        set_quota(s, SYSTEM, "user", "ada", 40.0)
+        set_quota(s, SYSTEM, "team", "a-team-with-a-long-name", 60.0)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(20_000)
+
+        def sign_in(token: str) -> None:
+            page.context.clear_cookies()
+            page.goto(f"{live.base}/signin")
+            page.fill("input[name=token]", token)
+            page.click("form[action^='/signin'] button")
+            page.goto(f"{live.base}/arena/budget")
+
+        def assert_readable() -> None:
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 1280, f"the page scrolls sideways: {width} px"
+            cut = page.evaluate("""() => [...document.querySelectorAll(
+                '#quotas-table td, #quotas-table th, dl.budget dd, dl.budget dt')]
+                .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)""")
+            assert not cut, f"cut off: {cut}"
+            for box in page.locator("#quotas-table .meter").all():
+                b = box.bounding_box()
+                assert b is not None and b["width"] >= 60 and b["x"] + b["width"] <= 1280
+
+        sign_in(live.tokens["eve"])  # an editor sees every quota
+        rows = page.locator("#quotas-table tbody tr")
+        expect(rows).to_have_count(len(LONG_NAMES) + 2)
+        expect(page.locator("#quotas-table")).to_contain_text("1,234,567.50")
+        assert_readable()
+        page.screenshot(path=str(tmp_path / "budget-editor.png"), full_page=True)
+
+        sign_in(live.tokens["ada"])  # a participant sees their own and their team's
+        expect(rows).to_have_count(2)
+        expect(page.locator("#quotas-table")).not_to_contain_text(LONG_NAMES[0])
+        expect(page.locator("#you")).to_contain_text("a-team-with-a-long-name")
+        assert_readable()
+        page.screenshot(path=str(tmp_path / "budget-participant.png"), full_page=True)
+
+        page.context.clear_cookies()  # anonymous: the global cap only
+        page.goto(f"{live.base}/arena/budget")
+        expect(page.locator("#quotas-table")).to_have_count(0)
+        expect(page.locator("#global")).to_contain_text("100.00")
+        assert_readable()
+        browser.close()
