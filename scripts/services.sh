@@ -4,11 +4,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Docker daemon
+# Docker daemon. When this script starts it, and as root with loop devices and xfsprogs,
+# its data root is a loop-mounted XFS with project quotas (a sparse file, grown as used),
+# so that overlay2 can cap each container's disk (storage_opt size); on ext4 it cannot,
+# and the sandbox puts each container's writable layer on a disk of its own instead
+# (sandbox/docker_disk.py). ARENA_DOCKER_XFS=0 keeps the engine's default data root.
+docker_xfs_root() {
+  local img=${ARENA_DOCKER_XFS_IMG:-/var/lib/arena-docker.xfs}
+  local root=${ARENA_DOCKER_XFS_ROOT:-/var/lib/arena-docker}
+  [[ "${ARENA_DOCKER_XFS:-1}" == 1 && $EUID == 0 && -e /dev/loop-control ]] || return 1
+  command -v mkfs.xfs >/dev/null || return 1
+  if ! mountpoint -q "$root"; then
+    if [[ ! -f $img ]]; then
+      truncate -s "${ARENA_DOCKER_XFS_SIZE:-64G}" "$img.tmp" && mkfs.xfs -q "$img.tmp" \
+        && mv "$img.tmp" "$img" || { rm -f "$img.tmp"; return 1; }
+    fi
+    mkdir -p "$root"
+    mount -o loop,prjquota "$img" "$root" || return 1
+  fi
+  echo "$root"
+}
 if ! docker info >/dev/null 2>&1; then
   if command -v dockerd >/dev/null; then
     mkdir -p /var/log
-    (dockerd >/var/log/arena-dockerd.log 2>&1 &)
+    dockerd_args=()
+    if data_root=$(docker_xfs_root); then
+      dockerd_args+=(--data-root "$data_root")
+      echo "services: dockerd data root $data_root (xfs, prjquota: storage_opt works)" >&2
+    fi
+    (dockerd "${dockerd_args[@]}" >/var/log/arena-dockerd.log 2>&1 &)
     for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   fi
 fi

@@ -13,6 +13,8 @@ mode=${1:-}
 if [[ "$mode" == "--system" || "$mode" == "--sandbox" ]]; then
   need=()
   command -v bwrap >/dev/null || need+=(bubblewrap)
+  # each sandbox session's files live on a loop-mounted ext4 of the task's storage size
+  command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
   /usr/bin/python3 -c "import pytest" 2>/dev/null || need+=(python3 python3-pytest)
   # the verifier's supervisor is compiled here, statically (trial/supervise.c)
   echo 'int main(void){return 0;}' | cc -static -x c -o /dev/null - 2>/dev/null \
@@ -20,6 +22,7 @@ if [[ "$mode" == "--system" || "$mode" == "--sandbox" ]]; then
   if [[ "$mode" == "--system" ]]; then
     command -v dockerd >/dev/null || need+=(docker.io)
     command -v debootstrap >/dev/null || need+=(debootstrap)
+    command -v mkfs.xfs >/dev/null || need+=(xfsprogs)  # dockerd's data root (services.sh)
     ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
     command -v chromium >/dev/null || need+=(chromium)
     command -v wrk >/dev/null || need+=(wrk)  # benchmarks/bench_service.py's load generator
