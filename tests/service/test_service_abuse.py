@@ -178,7 +178,18 @@ def test_the_attacker_fails_at_every_step(server: Server, tmp_path: Path) -> Non
                                                      "collection_id": target["id"]})
     assert mine.status_code == 201, mine.text
     c.post(f"/api/runs/{mine.json()['id']}/cancel", headers=victim)
+    # Only the copy's owner and editors are told it is held; the organizer lists it with
+    # the command that releases it.
+    assert c.get(f"/api/collections/{sid}", headers=m).json()["duplicate"]["state"] == "held"
+    for who in ({}, victim):
+        seen = c.get(f"/api/collections/{sid}", headers=who).json()
+        assert seen["duplicate"] is None and seen["near_duplicate_of"] is None
+    held = server.admin("held-duplicates")
+    assert [(h["id"], h["near_duplicate_of"], h["owner"]) for h in held] == [
+        (sid, target["id"], "mallory")]
+    assert held[0]["clear_command"] == f"arena admin clear-duplicate {sid}"
     assert server.admin("clear-duplicate", str(sid))["duplicate_cleared_at"]
+    assert server.admin("held-duplicates") == []
     pre = c.post("/api/runs/preflight", headers=m,
                  json={"challenge": "micro", "collection_id": sid}).json()
     assert {ch["name"]: ch["status"] for ch in pre["checks"]}["near_duplicate"] == "ok"
