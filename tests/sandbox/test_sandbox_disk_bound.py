@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from posttrain_arena.agents.script import ScriptAgent
-from posttrain_arena.sandbox import Limits, get_backend
+from posttrain_arena.sandbox import Limits, get_backend, janitor
 from posttrain_arena.sandbox.base import Backend
 from posttrain_arena.sandbox.diskcap import disk_support, mounts_under
 from posttrain_arena.sandbox.localfs import TRASH_PREFIX, sessions_dir
@@ -278,6 +278,7 @@ def test_a_stopped_local_session_leaves_no_folder_mount_or_loop_device(
     assert mounts_under(state), "the session has no disk of its own"
     assert session.exec("head -c 10M /dev/zero > /root/z").exit_code == 0
     session.stop()
+    assert janitor.wait()  # removed off the caller's thread, promptly
     assert not state.exists()
     assert _wait_clean(state.parent, state) == []
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain_arena.sandbox import Limits, get_backend
+from posttrain_arena.sandbox import Limits, get_backend, janitor
 from posttrain_arena.sandbox.base import (
     ImageRef,
     MissingPath,
@@ -165,6 +165,7 @@ def test_the_output_directory_keeps_the_transfer_bounds_and_goes_with_the_sessio
     root = out_session.output.root
     assert (out_session.output.host / "f1").exists()
     out_session.stop()
+    assert janitor.wait()  # the folder goes off the caller's thread
     assert not root.exists()
 
 

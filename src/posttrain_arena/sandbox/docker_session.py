@@ -42,6 +42,7 @@ from posttrain_arena.sandbox.base import (
 )
 from posttrain_arena.sandbox.docker_anchor import end_all_but_anchor
 from posttrain_arena.sandbox.docker_disk import SessionDir
+from posttrain_arena.sandbox.janitor import later
 from posttrain_arena.sandbox.localfs import Budget, copy_tree
 from posttrain_arena.sandbox.process import OutputCapture
 from posttrain_arena.task_format.trust import DEFAULT_PATH
@@ -452,8 +453,8 @@ class DockerSession:
             if "already in progress" not in str(exc):
                 raise SandboxError(f"cannot remove container {self.id}: {exc}") from exc
         finally:
-            if self.host_dir is not None:
-                self.host_dir.remove()
+            if self.host_dir is not None:  # its disk's unmount writes back: not waited for
+                later(self.host_dir.remove)
 
     def __enter__(self) -> DockerSession:
         return self

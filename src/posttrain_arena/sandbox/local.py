@@ -13,11 +13,9 @@ cgroup). Images are directories built from a Dockerfile subset (see localbuild).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import pwd
-import queue
 import shlex
 import stat
 import subprocess
@@ -40,6 +38,7 @@ from posttrain_arena.sandbox.base import (
 from posttrain_arena.sandbox.bwrap import base_bwrap_args, bwrap_path
 from posttrain_arena.sandbox.cgroups import SessionCgroup
 from posttrain_arena.sandbox.diskcap import DiskCap
+from posttrain_arena.sandbox.janitor import later
 from posttrain_arena.sandbox.localfs import (
     MAX_COPY_DEPTH,
     TRASH_PREFIX,
@@ -56,64 +55,18 @@ OUTPUT_ROOT = "/logs"
 """A writable root of every session (not of builds): where a verifier's output goes."""
 
 
-_trash: queue.SimpleQueue[Path] = queue.SimpleQueue()
-_trash_worker: threading.Thread | None = None
-_trash_guard = threading.Lock()
-_removing: set[Path] = set()
-"""Trash entries not yet removed."""
-
-
 def discard(directory: Path) -> None:
     """Delete a session directory without making the caller wait: rename it aside (one
-    metadata operation) and let a background thread remove it. (Unlinking is slow on
-    file systems mounted with `discard`.) The process waits for that thread when it
-    exits (`_drain_trash`), so nothing is left behind; what a crash leaves, `reap_local`
-    removes."""
-    global _trash_worker
+    metadata operation) and let the janitor remove it (unlinking is slow on file
+    systems mounted with `discard`); the process waits for that before it exits. What a
+    crash leaves, `reap_local` removes."""
     trash = directory.with_name(TRASH_PREFIX + directory.name)
     try:
         directory.rename(trash)
     except OSError:
         remove_tree(directory)
         return
-    with _trash_guard:
-        _removing.add(trash)
-    _trash.put(trash)
-    with _trash_guard:
-        if _trash_worker is None or not _trash_worker.is_alive():
-            _trash_worker = threading.Thread(target=_empty_trash, name="arena-trash", daemon=True)
-            _trash_worker.start()
-
-
-def _empty_trash() -> None:
-    while True:
-        path = _trash.get()
-        try:
-            remove_tree(path)
-        finally:
-            with _trash_guard:
-                _removing.discard(path)
-
-
-@atexit.register
-def _drain_trash() -> None:
-    """At exit: remove what the trash thread has not got to, and wait (a minute at most)
-    for the one it is removing (a daemon thread dies with the interpreter: every
-    `arena task run` left its session in the trash)."""
-    while True:
-        try:
-            path = _trash.get_nowait()
-        except queue.Empty:
-            break
-        remove_tree(path)
-        with _trash_guard:
-            _removing.discard(path)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with _trash_guard:
-            if not _removing:
-                return
-        time.sleep(0.02)
+    later(lambda: remove_tree(trash))
 
 
 def _uid_of(user: str | None) -> int | None:
@@ -369,18 +322,17 @@ class LocalSession:
         return sorted(changed)
 
     def stop(self) -> None:
-        """Kill everything and delete the session's files and groups. Idempotent. With
-        a disk, its files go with it (unmounted: the loop device frees them) and the
-        rest of the state directory (a few entries) is removed at once."""
+        """Kill everything and delete the session's files and groups, on the janitor's
+        thread (see janitor.py: done before the process exits). Idempotent. With a
+        disk, its files go with it (unmounted: the loop device frees them)."""
         if self._stopped:
             return
         self._stopped = True
         self.kill_all()
         if self.cgroup is not None:
             self.cgroup.remove()
-        if self.disk is not None:
-            self.disk.release()
-            remove_tree(self.state_dir)
+        if self.disk is not None:  # the unmount writes back; the caller need not wait
+            later(_remover(self.disk, self.state_dir))
         else:
             discard(self.state_dir)
 
@@ -389,6 +341,13 @@ class LocalSession:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _remover(disk: DiskCap, state: Path) -> Callable[[], None]:
+    def remove() -> None:
+        disk.release()
+        remove_tree(state)
+    return remove
 
 
 def _walk(host_root: Path, root: str) -> list[tuple[Path, str]]:
