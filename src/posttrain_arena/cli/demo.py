@@ -20,7 +20,7 @@ def _print_human(result: DemoResult) -> None:
 
     table = Table(title=f"micro challenge, seed {result.seed}: change in held-out pass rate")
     for col in ("control", "base", "after SFT", "final", "change", "95% interval",
-                "GRPO's own", "learned"):
+                "detectable", "GRPO's own", "verdict"):
         table.add_column(col, justify="left" if col == "control" else "right")
     for name, s in result.scores.items():
         sft = "-" if s.after_sft_rate is None else f"{100 * s.after_sft_rate:.1f}%"
@@ -28,13 +28,11 @@ def _print_human(result: DemoResult) -> None:
             f"{s.grpo_delta_pp:+.1f} [{s.grpo_ci95_low_pp:+.1f}, {s.grpo_ci95_high_pp:+.1f}]")
         table.add_row(name, f"{100 * s.base_rate:.1f}%", sft, f"{100 * s.final_rate:.1f}%",
                       f"{s.delta_pp:+.1f} pp", f"[{s.ci95_low_pp:+.1f}, {s.ci95_high_pp:+.1f}] pp",
-                      grpo, "yes" if s.learned else "no")
-    Console().print(table)
-    for s in result.scores.values():
-        if not s.learned:  # say it in words: a point estimate above 0 is not a detection
-            typer.echo(f"{s.collection}: not distinguishable from 0 at 95% (the interval "
-                       f"[{s.ci95_low_pp:+.1f}, {s.ci95_high_pp:+.1f}] pp spans 0, over "
-                       f"{s.tasks} tasks, k = {s.samples_per_task})")
+                      f"{s.detectable_pp:.1f} pp", grpo, s.verdict)
+    # Not a terminal (a log, CI, `| tee`): wide enough for every column, not rich's 80.
+    Console(width=None if sys.stdout.isatty() else 150).print(table)
+    for line in result.statement():
+        typer.echo(line)
     for s in result.scores.values():
         typer.echo(f"{s.collection}: score.json and run.log in {s.run_dir} ({s.seconds:.0f} s)")
     for plot in result.plots:
@@ -79,7 +77,8 @@ class _Bars:
 
 # Measured on two CPU cores at load 8-14 (README, "arena demo": 6 min 40 s in all): one
 # collection's run, the build with the shipped base, and a base pretrained from nothing
-# (when the spec or code makes another; 31 minutes here).
+# (when the spec or code makes another; 31 minutes here). The protocol's five runs take
+# about four runs' time (three share the first's baseline), divided among its jobs.
 RUN_MINUTES, BUILD_MINUTES, PRETRAIN_MINUTES = 6, 1, 30
 
 
@@ -152,20 +151,24 @@ class _Lines:
             self.stage = ""
 
 
-def _plan(compare: bool, seed: int) -> str:
-    runs = 5 if compare else 1
-    what = "the protocol of five controls" if compare else "micro-relevant"
-    return (f"arena demo: builds the micro challenge (seed {seed}) with the shipped base "
+def _plan(compare: bool, seed: int | None, jobs: int = 1) -> str:
+    runs = 4 / max(1, min(jobs, 2)) if compare else 1
+    what = (f"the protocol of five controls, {jobs} at a time" if compare
+            else "micro-relevant")
+    which = "the protocol's declared seed" if seed is None else f"seed {seed}"
+    return (f"arena demo: builds the micro challenge ({which}) with the shipped base "
             f"model, then post-trains on {what} (baseline evaluation, SFT, evaluation, "
-            f"GRPO, final evaluation): about {BUILD_MINUTES + RUN_MINUTES * runs} minutes on "
-            f"two cores, {PRETRAIN_MINUTES} more if the base must be pretrained here; "
-            "library output goes to build.log and each run's run.log")
+            f"GRPO, final evaluation): about {BUILD_MINUTES + round(RUN_MINUTES * runs)} "
+            f"minutes on two cores, {PRETRAIN_MINUTES} more if the base must be pretrained "
+            "here; library output goes to build.log and each run's run.log")
 
 
 def create_micro_challenge(
     data_dir: Path | None = typer.Option(
         None, "--data-dir", help="The arena's data directory (default: $ARENA_DATA_DIR)"),
-    seed: int = typer.Option(0, "--seed", help="Seed of the generated suite"),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Seed of the generated suite (default: the protocol's "
+        "declared seed, whose controls ship with the package)"),
 ) -> None:
     """Build the micro challenge into the arena's data directory and create it as the
     challenge `micro`: a first challenge for a fresh arena, generated here with the tiny
@@ -173,6 +176,7 @@ def create_micro_challenge(
     import json as _json
 
     from posttrain_arena.challenges.micro import RELEVANT, build_micro
+    from posttrain_arena.challenges.micro.protocol import declared
     from posttrain_arena.service.app import open_database
     from posttrain_arena.service.auth import SYSTEM
     from posttrain_arena.service.challenges import create_challenge, to_out
@@ -180,6 +184,7 @@ def create_micro_challenge(
     from posttrain_arena.service.schemas import ChallengeCreate
 
     settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
+    seed = declared().seed if seed is None else seed
     try:
         db = open_database(settings)  # creates the data directory
         ch = build_micro(Path(settings.data_dir) / "challenges" / f"micro-seed{seed}", seed=seed)
@@ -213,7 +218,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(
             False, "--json", help="Print each collection's score as JSON, keyed by its name"
         ),
-        seed: int = typer.Option(0, "--seed", help="Seed of the challenge and the runs"),
+        seed: int | None = typer.Option(
+            None, "--seed", help="Seed of the challenge and the runs (default: the "
+            "protocol's declared seed, challenges/micro/challenge.toml)"),
         workdir: Path | None = typer.Option(
             None, "--workdir", help="Where to build the challenge and keep the runs "
             "(default $ARENA_CACHE_DIR/micro, ~/.cache/posttrain-arena/micro unless set)"
@@ -223,6 +230,10 @@ def register(app: typer.Typer) -> None:
         ),
         resume: bool = typer.Option(
             False, "--resume", help="Continue interrupted runs instead of starting over"
+        ),
+        jobs: int = typer.Option(
+            1, "--jobs", min=1, help="With --compare: run this many controls at once, each "
+            "in its own process (the figures are the same)"
         ),
     ) -> None:
         """Build the micro challenge, post-train its tiny model on the relevant collection
@@ -235,14 +246,14 @@ def register(app: typer.Typer) -> None:
         sink: _Bars | _Lines
         if sys.stderr.isatty():
             sink = _Bars()
-            sink.bars.console.print(_plan(compare, seed))
+            sink.bars.console.print(_plan(compare, seed, jobs))
             shown: Any = sink.bars
         else:
-            sink = shown = _Lines(_plan(compare, seed))
+            sink = shown = _Lines(_plan(compare, seed, jobs))
         try:
             with shown:
                 result = run_demo(workdir, seed=seed, compare=compare, backend=backend,
-                                  resume=resume, progress=sink)
+                                  resume=resume, jobs=jobs, progress=sink)
         except Exception as exc:  # the demo's failure is the user's first impression: say why
             typer.echo(f"arena demo failed: {type(exc).__name__}: {exc}", err=True)
             raise typer.Exit(1) from None

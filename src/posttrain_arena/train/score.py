@@ -5,7 +5,9 @@ final EvalReports: final minus base mean task pass rate in percentage points, ov
 trials scored in both (a trial lost in either arm drops its partner; both are counted),
 with the paired 95% interval, the p-value and the minimum detectable effect of one
 estimate; `method` and `test` say which. A change smaller than the detectable effect is
-"not distinguishable from 0".
+"not distinguishable from 0". `instrument` states what the challenge as a whole can
+detect, from its protocol of controls (`evaluate.instrument`), when one was measured on
+the suite.
 
 Every evaluation's coverage (trials attempted, scored, lost by cause, per task) is kept.
 When an arm falls short of the recipe's completeness (`[eval.completeness]`) the status
@@ -19,12 +21,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from posttrain_arena.evaluate.coverage import Coverage
+from posttrain_arena.evaluate.instrument import NOT_DISTINGUISHABLE, Instrument
 from posttrain_arena.evaluate.report import EvalReport
 from posttrain_arena.evaluate.stats import Comparison, DomainChange, TaskChange
 from posttrain_arena.train.leakage import Exclusion
 
 SCHEMA_VERSION = 2
-NOT_DISTINGUISHABLE = "not distinguishable from 0"
 
 
 class PassRates(BaseModel):
@@ -135,6 +137,11 @@ class Score(BaseModel):
                                        description="The gate run: policy, counts")
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     provenance: Provenance | None = None
+    instrument: Instrument | None = Field(
+        default=None, description="What the challenge can detect, from its protocol of "
+        "controls measured on this suite (controls.json stored with it): the known "
+        "positive's change, the A/A noise floor and the minimum detectable effect at 80% "
+        "power; None when no controls were measured on this suite")
     plan: dict[str, Any] | None = Field(default=None, description="The plan (dry runs)")
     blocking: list[str] = Field(default_factory=list,
                                 description="What stops a scored run (dry runs)")

@@ -11,7 +11,10 @@ Layout of the work directory:
     collections/micro-off-topic/   submission.yaml + envs/: the other eight families
     model/                         the tiny model (tokenizer + random-init Qwen2 weights)
     recipes/NAME.toml              one recipe per control, from recipe.template.toml
-                                   (micro-relevant-seed1: micro-relevant, another seed: A/A)
+                                   (micro-relevant-seed1: micro-relevant, another runtime
+                                   seed: A/A; the seeds are declared in challenge.toml)
+    controls.json                  what the protocol of controls measured on this suite
+                                   (evaluate.instrument), when it was measured
 
 Every package is a real task package: task.md, environment/Dockerfile with the seed
 files, verifier/verifier.py with the expected final state, oracle/solve.sh with the one
@@ -39,7 +42,9 @@ from posttrain_arena.challenges.micro.families import (
     Instance,
     Pools,
 )
+from posttrain_arena.challenges.micro.protocol import declared
 from posttrain_arena.challenges.micro.tinymodel import TinyModelSpec
+from posttrain_arena.evaluate.instrument import CONTROLS_FILE, read_instrument
 from posttrain_arena.evaluate.suite import CLUSTER_TAG
 from posttrain_arena.task_format.collection import load_collection
 from posttrain_arena.task_format.domains import composition_violations
@@ -294,23 +299,48 @@ def recipe_text(control: str, ch: MicroChallenge) -> str:
     """The micro recipe filled in for one control of a built challenge."""
     template = resources.files("posttrain_arena.challenges.micro").joinpath("recipe.template.toml")
     text = template.read_text(encoding="utf-8")
-    seed = ch.seed + 1 if control == RELEVANT_SEED1 else ch.seed
+    seed = declared().aa_seed_for(ch.seed) if control == RELEVANT_SEED1 else ch.seed
     return text.format(name=control, model=json.dumps(ch.model),
                        collection=json.dumps(ch.collections[control]),
                        suite=json.dumps(ch.suite), suite_hash=json.dumps(ch.suite_hash),
                        runs=json.dumps(str(Path(ch.root) / "runs")), seed=seed)
 
 
-def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None = None,
+def shipped_controls() -> Path:
+    """The protocol's result shipped with the package: `arena demo --compare` on the
+    declared seeds (challenge.toml), measured once and checked in like the base."""
+    return Path(str(resources.files("posttrain_arena.challenges.micro")
+                    .joinpath(CONTROLS_FILE)))
+
+
+def place_controls(root: Path, suite_hash: str) -> Path | None:
+    """Store the protocol's result with the challenge: a controls.json the protocol
+    wrote here for this suite is kept, else the shipped one when it was measured on this
+    very suite; any other (another seed's, a stale one) is removed. Its path, or None."""
+    here = root / CONTROLS_FILE
+    if read_instrument(here, suite_hash) is not None:
+        return here
+    if read_instrument(shipped_controls(), suite_hash) is not None:
+        shutil.copyfile(shipped_controls(), here)
+        return here
+    here.unlink(missing_ok=True)
+    return None
+
+
+def build_micro(workdir: Path | str, seed: int | None = None, *,
+                sizes: MicroSizes | None = None,
                 model_spec: TinyModelSpec | None = None, with_model: bool = True,
                 progress: Progress = no_progress, device: str = "cpu") -> MicroChallenge:
-    """Generate the whole challenge into `workdir` (its generated parts are replaced);
+    """Generate the whole challenge into `workdir` (its generated parts are replaced),
+    from `seed` (default: the protocol's declared challenge seed), with the protocol's
+    controls.json when one was measured on its suite (`place_controls`);
     `progress` hears the base model's pretraining steps (stage "pretrain"), which run on
     `device` when the base is not the shipped one nor cached (pass the recipe's device
     when it is an accelerator)."""
     from posttrain_arena.evaluate.suite import load_suite
 
     root = Path(workdir).expanduser().resolve()
+    seed = declared().seed if seed is None else seed
     sizes = sizes or MicroSizes()
     model_spec = model_spec or TinyModelSpec()  # one base for every seed (shipped.py)
     plan = plan_instances(seed, sizes)
@@ -356,6 +386,7 @@ def build_micro(workdir: Path | str, seed: int = 0, *, sizes: MicroSizes | None 
         path = root / "recipes" / f"{name}.toml"
         path.write_text(recipe_text(name, ch), encoding="utf-8")
         ch.recipes[name] = str(path)
+    place_controls(root, ch.suite_hash)
     (root / "micro.json").write_text(ch.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return ch
 

@@ -1,29 +1,46 @@
 """`arena demo`: the whole loop on the micro challenge, on a laptop.
 
-Builds the challenge into a work directory (deterministic from the seed), runs the micro
-recipe on the relevant collection (and, with `compare`, the whole protocol of controls:
-relevant, relevant with another seed, partial, broken verifiers, off-topic) with the real
-pipeline (`train.pipeline.run_recipe`), and returns each control's score. The controls
-share one baseline evaluation (same base model, suite, agent and runtime), measured by the
-first run; the A/A control's runtime seed differs, so it measures its own. What libraries
-print goes to `build.log` in the work directory while the challenge is built and to the
-run's `run.log` during a run; the caller's progress sink sees stages and steps.
+Builds the challenge into a work directory (deterministic from the seed; by default the
+protocol's declared seed, `protocol.declared()`), runs the micro recipe on the relevant
+collection (and, with `compare`, the whole protocol of controls: relevant, relevant with
+another runtime seed, partial, broken verifiers, off-topic) with the real pipeline
+(`train.pipeline.run_recipe`), and returns each control's score. The controls share one
+baseline evaluation (same base model, suite, agent and runtime), measured by the first
+run; the A/A control's runtime seed differs, so it measures its own. With `jobs` > 1 the
+controls run in that many processes at once (each run is deterministic, so the figures
+are the same). The protocol writes what it measured to `controls.json` in the work
+directory (`controls.py`); the result carries the instrument stored with the challenge
+(that file, or the shipped one for the declared seed). What libraries print goes to
+`build.log` in the work directory while the challenge is built and to the run's
+`run.log` during a run; the caller's progress sink sees stages and steps.
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from posttrain_arena.challenges.micro.build import (
+    BROKEN,
     CONTROLS,
+    OFFTOPIC,
+    PARTIAL,
     RELEVANT,
+    RELEVANT_SEED1,
     MicroChallenge,
     build_micro,
+    load_micro,
+)
+from posttrain_arena.challenges.micro.protocol import declared
+from posttrain_arena.evaluate.instrument import (
+    NOT_DISTINGUISHABLE,
+    Instrument,
+    instrument_beside,
 )
 from posttrain_arena.paths import cache_home
 from posttrain_arena.train.runlog import library_output_to
@@ -54,6 +71,12 @@ class CollectionScore(BaseModel):
                                         description="GRPO's own change (final - after SFT)")
     grpo_ci95_low_pp: float | None = Field(default=None, description="Its 95% interval, low")
     grpo_ci95_high_pp: float | None = Field(default=None, description="Its 95% interval, high")
+    detectable_pp: float = Field(description="This run's minimum detectable effect at 80% "
+                                 "power, points")
+    verdict: str = Field(description="'improved', 'regressed', or 'not distinguishable "
+                         "from 0' (the interval holds 0, or the change is smaller than "
+                         "the detectable effect)")
+    runtime_seed: int = Field(description="The run's [runtime] seed")
     tasks: int = Field(description="Held-out tasks paired in the comparison")
     samples_per_task: int = Field(description="k: samples per held-out task")
     run_dir: str = Field(description="The run folder (score.json and every stage's files)")
@@ -61,8 +84,9 @@ class CollectionScore(BaseModel):
 
     @property
     def learned(self) -> bool:
-        """The whole 95% interval lies above zero."""
-        return self.ci95_low_pp > 0
+        """The change is an improvement: the whole 95% interval lies above zero and the
+        change is at least the smallest this design detects."""
+        return self.verdict == "improved"
 
 
 class DemoResult(BaseModel):
@@ -75,6 +99,36 @@ class DemoResult(BaseModel):
     scores: dict[str, CollectionScore] = Field(description="Control name -> score")
     plots: list[str] = Field(default_factory=list,
                              description="The intervals plot (PNG, SVG), with --compare")
+    instrument: Instrument | None = Field(
+        default=None, description="What the challenge can detect: its protocol of "
+        "controls' result stored with it (controls.json), when one was measured on this "
+        "suite")
+    controls_file: str | None = Field(default=None, description="controls.json that this "
+                                      "invocation's protocol wrote, with --compare")
+
+    def statement(self) -> list[str]:
+        """In words: each change that is not distinguishable from 0 and why, then what
+        the challenge can detect (its controls), or that none were measured for it."""
+        lines = []
+        for s in self.scores.values():
+            if s.verdict != NOT_DISTINGUISHABLE:
+                continue
+            why = ("its 95% interval holds 0" if s.ci95_low_pp <= 0 <= s.ci95_high_pp
+                   else f"it is smaller than the {s.detectable_pp:.1f} pp this run detects "
+                   "at 80% power")
+            lines.append(f"{s.collection}: {s.delta_pp:+.1f} pp is {NOT_DISTINGUISHABLE} "
+                         f"({why}; {s.tasks} tasks, k = {s.samples_per_task})")
+        if self.instrument is None:
+            lines.append(f"no protocol of controls was measured on this suite (seed "
+                         f"{self.seed}): `arena demo --compare --seed {self.seed}` measures "
+                         "what it can detect")
+        else:
+            lines.append(f"what this challenge can detect ({self.instrument.challenge}, "
+                         f"measured {self.instrument.measured_at[:10]}):")
+            lines += [f"  {line}" for line in self.instrument.statement()]
+        if self.controls_file:
+            lines.append(f"the protocol's result: {self.controls_file}")
+        return lines
 
 
 def _with_backend(recipe: Recipe, backend: str) -> Recipe:
@@ -112,16 +166,72 @@ def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local
         grpo_ci95_high_pp=g.ci95_high_pp if g else None,
         delta_pp=score.change.delta_pp, ci95_low_pp=score.change.ci95_low_pp,
         ci95_high_pp=score.change.ci95_high_pp, p_value=score.change.p_value,
-        tasks=score.change.paired_tasks, samples_per_task=score.final.samples_per_task,
+        detectable_pp=score.change.detectable_pp, verdict=score.change.verdict,
+        runtime_seed=recipe.runtime.seed, tasks=score.change.paired_tasks,
+        samples_per_task=score.final.samples_per_task,
         run_dir=str(run_dir), seconds=time.monotonic() - start)
 
 
-def run_demo(workdir: Path | str | None = None, *, seed: int = 0, compare: bool = False,
-             backend: str = "local", resume: bool = False,
-             progress: Progress = no_progress) -> DemoResult:
-    """Build the micro challenge and post-train on the relevant collection (with
-    `compare`: every control of the protocol, and plot their intervals); scores keyed by
-    control name."""
+# The order controls start in when they run side by side: the A/A rerun and the known
+# positive first (each measures a baseline; the other three share the known positive's,
+# which it publishes within its first stages, long before a process is free for them).
+PARALLEL_ORDER = (RELEVANT_SEED1, RELEVANT, PARTIAL, BROKEN, OFFTOPIC)
+
+
+def _run_in_child(root: str, name: str, backend: str, resume: bool,
+                  events: Any) -> CollectionScore:
+    """One control's run in a process of its own; its progress goes to `events` (a
+    queue), each stage named after the control."""
+    ch = load_micro(root)
+    if ch is None:
+        raise RuntimeError(f"{root}: no micro challenge built there")
+
+    def sink(ev: StageEvent) -> None:
+        events.put(ev.model_copy(update={"stage": f"{name} {ev.stage}"}))
+
+    return run_collection(ch, name, backend=backend, resume=resume, progress=sink)
+
+
+def _run_side_by_side(ch: MicroChallenge, names: tuple[str, ...], jobs: int, *,
+                      backend: str, resume: bool,
+                      progress: Progress) -> dict[str, CollectionScore]:
+    """Run the controls `jobs` at a time, each in a fresh process (spawned: no state of
+    this one is shared), forwarding their progress; scores keyed by name."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")
+    order = [n for n in PARALLEL_ORDER if n in names]
+    with ctx.Manager() as manager:
+        events = manager.Queue()
+
+        def forward() -> None:  # until the "stop" below
+            while not isinstance(ev := events.get(), str):
+                progress(ev)
+
+        pump = threading.Thread(target=forward, name="demo-controls-progress", daemon=True)
+        pump.start()
+        try:
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                futures = {n: pool.submit(_run_in_child, ch.root, n, backend, resume, events)
+                           for n in order}
+                done = {n: f.result() for n, f in futures.items()}
+        finally:
+            events.put("stop")
+            pump.join(timeout=10)
+    return {n: done[n] for n in names}
+
+
+def run_demo(workdir: Path | str | None = None, *, seed: int | None = None,
+             compare: bool = False, backend: str = "local", resume: bool = False,
+             jobs: int = 1, progress: Progress = no_progress) -> DemoResult:
+    """Build the micro challenge (default: on the protocol's declared seed) and
+    post-train on the relevant collection (with `compare`: every control of the
+    protocol, `jobs` at a time, plot their intervals and write what they measured to
+    controls.json); scores keyed by control name."""
+    from posttrain_arena.challenges.micro.controls import measure_controls
+
+    seed = declared().seed if seed is None else seed
     root = Path(workdir).expanduser() if workdir else default_workdir()
     progress(StageEvent(stage="build", status="start",
                         message=f"generating the micro challenge (seed {seed}) in {root}"))
@@ -131,15 +241,24 @@ def run_demo(workdir: Path | str | None = None, *, seed: int = 0, compare: bool 
     progress(StageEvent(stage="build", status="done", message=f"suite {ch.suite_hash[:19]}"))
     if not resume:  # starting over: nothing measured by an earlier invocation is reused
         shutil.rmtree(shared_stages(ch), ignore_errors=True)
+    names = CONTROLS if compare else (RELEVANT,)
     scores: dict[str, CollectionScore] = {}
-    for name in CONTROLS if compare else (RELEVANT,):
-        scores[name] = run_collection(ch, name, backend=backend, resume=resume,
-                                      progress=progress)
+    if compare and jobs > 1:
+        scores = _run_side_by_side(ch, names, jobs, backend=backend, resume=resume,
+                                   progress=progress)
+    else:
+        for name in names:
+            scores[name] = run_collection(ch, name, backend=backend, resume=resume,
+                                          progress=progress)
     plots: list[str] = []
+    controls_file = None
     if compare:
         from posttrain_arena.challenges.micro.plot import plot_intervals
 
         plots = [str(p) for p in plot_intervals(
             scores, root, f"micro challenge, seed {seed}: the protocol of controls")]
+        controls_file = str(measure_controls(ch, scores))
     return DemoResult(seed=seed, workdir=str(root), suite_hash=ch.suite_hash, backend=backend,
-                      scores=scores, plots=plots)
+                      scores=scores, plots=plots, controls_file=controls_file,
+                      instrument=instrument_beside(ch.suite, ch.suite_hash))
+

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
+from posttrain_arena.evaluate.instrument import instrument_beside
 from posttrain_arena.service import budget as budget_mod
 from posttrain_arena.service import challenges as ch_svc
 from posttrain_arena.service import collections as col_svc
@@ -82,9 +83,12 @@ def budget_page(request: Request, viewer: ViewerDep) -> Response:
 
 @router.get("/arena/challenges/{ref}", response_class=HTMLResponse)
 def challenge_page(ref: str, request: Request, viewer: ViewerDep) -> Response:
-    """A challenge: its pins, the leaderboard with its plot, results, and its runs."""
+    """A challenge: its pins, what it can detect (its protocol of controls), the
+    leaderboard with its plot, results, and its runs."""
     with db_of(request).read() as s:
-        ch = ch_svc.to_out(ch_svc.get_challenge(s, ref))
+        row = ch_svc.get_challenge(s, ref)
+        ch = ch_svc.to_out(row)
+        instrument = instrument_beside(row.suite_path, row.suite_hash)
         board = leaderboard(s, ch.slug)
         results = list_results(s, ch.id, limit=100)
         runs, n_runs = run_svc.list_runs(s, challenge=ch.slug, limit=30)
@@ -92,6 +96,7 @@ def challenge_page(ref: str, request: Request, viewer: ViewerDep) -> Response:
         col_names = collection_names(s, [r.collection_id for r in runs]
                                      + [r.collection_id for r in results])
     return render(request, "challenge.html", viewer, ch=ch, board=board,
+                  instrument=instrument,
                   plot=leaderboard_svg(board), results=results, runs=runs, n_runs=n_runs,
                   col_names=col_names, challenges_by_id={ch.id: ch}, names=names)
 
