@@ -104,9 +104,9 @@ def fs_size(payload: int, inodes: int) -> int:
 
 
 def inodes_for(payload: int) -> int:
-    """Inodes of a disk for `payload` bytes: one per 8 KiB, at least 16 384 (a task may
+    """Inodes of a disk for `payload` bytes: one per 4 KiB, at least 32 768 (a task may
     make many small files; the state transfer allows 100 000 entries)."""
-    return max(16_384, min(payload // 8192, 4_000_000))
+    return max(32_768, min(payload // 4096, 4_000_000))
 
 
 @dataclass
