@@ -32,6 +32,7 @@ a comparison with a handful of candidates' signatures (benchmarks/bench_service.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import func, select, text
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session, aliased
 
 from posttrain_arena.service.models import Collection, PackageBand, PackagePrint
@@ -78,13 +79,18 @@ class PackagePrintData:
     signature: tuple[int, ...]
 
     def bands(self) -> list[int]:
-        """The LSH band keys of the signature, as signed 64-bit integers."""
+        """The LSH band keys of the signature, as signed 64-bit integers (worked out once
+        per signature: registration looks them up, then stores them)."""
+        return list(self._bands)
+
+    @functools.cached_property
+    def _bands(self) -> tuple[int, ...]:
         keys = []
         for b in range(BANDS):
             part = self.signature[b * ROWS:(b + 1) * ROWS]
             digest = hashlib.blake2b(repr((b, part)).encode(), digest_size=8).digest()
             keys.append(int.from_bytes(digest, "big", signed=True))
-        return keys
+        return tuple(keys)
 
 
 @dataclass(frozen=True)
@@ -213,8 +219,14 @@ def serialize(session: Session) -> None:
 
 
 def store(session: Session, collection_id: int, prints: list[PackagePrintData]) -> None:
-    """Keep a recorded collection's signatures and band keys for later lookups."""
-    session.add_all(PackagePrint(collection_id=collection_id, package=p.package,
-                                 signature=list(p.signature)) for p in prints)
-    session.add_all(PackageBand(collection_id=collection_id, band=k)
-                    for p in prints for k in sorted(set(p.bands())))
+    """Keep a recorded collection's signatures and band keys for later lookups (bulk
+    inserts: a 200-package collection has 3,200 band keys, which as ORM objects cost
+    registration most of its time; benchmarks/bench_service.py --near-duplicates)."""
+    if not prints:
+        return
+    session.execute(insert(PackagePrint), [
+        {"collection_id": collection_id, "package": p.package, "signature": list(p.signature)}
+        for p in prints])
+    session.execute(insert(PackageBand), [
+        {"collection_id": collection_id, "band": k}
+        for p in prints for k in sorted(set(p.bands()))])
