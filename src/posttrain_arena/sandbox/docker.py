@@ -92,6 +92,7 @@ class DockerBackend:
         self._storage_opt: bool | None = None
         self._host_output: bool | None = None
         self._image_volumes: dict[str, list[str]] = {}
+        self._driver: str | None = None
         self._layer_cap: str | None = None
         """Why the writable layer cannot go on a disk here ('' when it can; None: not
         known yet, the first session on a disk checks that the bound took)."""
@@ -128,7 +129,9 @@ class DockerBackend:
         if self.storage_limit_supported():
             return "engine", "the storage driver caps each container (storage_opt size)"
         support = disk_support()
-        driver = str(self.client.info().get("Driver", ""))
+        if self._driver is None:
+            self._driver = str(self.client.info().get("Driver", ""))
+        driver = self._driver
         why = (support.detail if not support.works
                else f"storage driver {driver}, not overlay2" if driver != "overlay2"
                else "user-namespace remapping" if not self.host_output_supported()
@@ -138,6 +141,12 @@ class DockerBackend:
         return "file", (f"UNBOUNDED in total, only each file is capped ({why}; the storage "
                         "driver cannot cap containers: run as root with loop devices, or "
                         "give the engine overlay2 on xfs with pquota)")
+
+    def disk_bound(self, storage_mb: int) -> str:
+        """How a session with `storage_mb` of storage is bounded here, in words (what
+        its `disk_bound` says; for trial records and doctor)."""
+        mode, how = self.disk_mode()
+        return how if mode == "file" else bound_text(storage_mb, how)
 
     def host_output_supported(self) -> bool:
         """Whether a host directory bound into a container is written as the container's
@@ -303,7 +312,7 @@ class DockerBackend:
             str(m.source): {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
             for m in mounts or []
         }
-        mode, _how = self.disk_mode()
+        mode, _ = self.disk_mode()
         target = (posixpath.normpath(posixpath.join(image.workdir, output_dir))
                   if output_dir is not None else None)
         payload = limits.storage_mb << 20
@@ -339,7 +348,7 @@ class DockerBackend:
                 container = self._create(api, image, sid, all_labels, host_kwargs)
             except docker.errors.ImageNotFound as exc:
                 raise SandboxError(f"image {image.tag} is gone; build it again ({exc})") from exc
-            bound = bound_text(limits.storage_mb, _how) if mode != "file" else _how
+            bound = self.disk_bound(limits.storage_mb)
             if mode == "engine" and not self.storage_limit_supported():
                 api.remove_container(container, force=True)  # it refused storage_opt
                 raise _Again()

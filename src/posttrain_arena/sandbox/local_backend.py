@@ -71,6 +71,13 @@ class LocalBackend:
         return True, (f"bubblewrap {bwrap} works (cgroup limits: pids, memory, cpu); "
                       f"disk: {self.disk_mode()}")
 
+    def disk_bound(self, storage_mb: int) -> str:
+        """How a session with `storage_mb` of storage is bounded here, in words (what
+        its `disk_bound` says; for trial records and doctor)."""
+        if disk_support().works:
+            return bound_text(storage_mb, "a file system of its own, with the image's files")
+        return self.disk_mode()
+
     @staticmethod
     def disk_mode() -> str:
         """How sessions' writes are bounded in total here, in words."""
@@ -107,8 +114,7 @@ class LocalBackend:
             (state / "owner").write_text(owner)
             if disk_support().works:
                 disk = make_disk(state / "fs", (limits.storage_mb << 20) + _image_bytes(src))
-                bound = bound_text(limits.storage_mb, "a file system of its own, with "
-                                   "the image's files")
+                bound = self.disk_bound(limits.storage_mb)
                 copy = [str(src / "fs") + "/.", str(state / "fs")]
             else:
                 bound = self.disk_mode()
