@@ -47,6 +47,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -415,6 +416,8 @@ def main() -> None:
     ap.add_argument("--packages", type=int, default=200,
                     help="Packages per collection (--near-duplicates)")
     args = ap.parse_args()
+    # a SIGTERM unwinds like Ctrl-C, so the schema made below is dropped either way
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     base_url = os.environ.get("ARENA_BENCH_POSTGRES_URL") or os.environ.get(
         "ARENA_TEST_POSTGRES_URL")

@@ -112,6 +112,58 @@ def test_share_counts_the_new_collection_s_packages_with_a_similar_one() -> None
     assert shared_share(a, a[:0]) == 0.0
 
 
+def test_decoys_sharing_many_keys_do_not_crowd_out_the_real_match(arena: Arena) -> None:
+    """More decoys than the candidates verified, each holding exact copies of a few of
+    the new collection's packages (so each shares more band keys with it than the real
+    original, whose packages are each only similar), never hide the original."""
+    import numpy as np
+
+    from posttrain_arena.service.models import Collection
+    from posttrain_arena.service.similarity import (
+        BANDS,
+        CANDIDATES,
+        PERMUTATIONS,
+        ROWS,
+        PackagePrintData,
+        find_match,
+        store,
+    )
+
+    rng = np.random.default_rng(5)
+    n = 5
+    original = rng.integers(1, 2**32, (n, PERMUTATIONS), dtype=np.uint64)
+    edited = original.copy()
+    changed = BANDS - 2  # one value in each of all but two bands: 2 keys in common ...
+    edited[:, [b * ROWS for b in range(changed)]] = 0
+    assert (PERMUTATIONS - changed) / PERMUTATIONS >= PACKAGE_SIMILAR  # ... yet similar
+
+    def prints(rows: np.ndarray, tag: str) -> list[PackagePrintData]:
+        return [PackagePrintData(f"{tag}{i}", tuple(int(v) for v in r))
+                for i, r in enumerate(rows)]
+
+    new = prints(edited, "new")
+    kept = int(COLLECTION_SHARE * n) - 1  # too few of the new packages to be its copy
+    with arena.db.write() as s:
+        owner = arena.ids["other"]
+
+        def add(rows: np.ndarray, name: str) -> int:
+            col = Collection(name=name, owner_id=owner, source_kind="path",
+                             content_hash=name, storage_path="")
+            s.add(col)
+            s.flush()
+            col.family_id = col.id
+            store(s, col.id, prints(rows, name))
+            return col.id
+
+        target = add(original, "original")
+        for d in range(CANDIDATES + 1):  # exact copies of `kept` edited packages each
+            add(np.vstack([edited[:kept], rng.integers(1, 2**32, (n - kept, PERMUTATIONS),
+                                                       dtype=np.uint64)]), f"decoy{d}")
+    with arena.db.read() as s:
+        match = find_match(s, new)
+    assert match is not None and match.collection_id == target and match.share == 1.0
+
+
 def test_the_run_count_limit_counts_the_family(
     arena: Arena, challenge: dict[str, Any], tmp_path: Path
 ) -> None:

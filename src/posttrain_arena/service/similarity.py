@@ -26,8 +26,12 @@ Candidates are found without reading every stored signature: each signature is c
 into `BANDS` bands of `ROWS` values, and each band's hash is stored in an indexed table
 (locality-sensitive hashing). Two packages with Jaccard similarity 0.7 share at least
 one band with probability 1 - (1 - 0.7^4)^16, about 0.99; at 0.3, a candidate is then
-checked against its whole signatures and dropped. A lookup is one indexed query plus
-a comparison with a handful of candidates' signatures (benchmarks/bench_service.py).
+checked against its whole signatures and dropped. A candidate must share a key with
+`COLLECTION_SHARE` of the new collection's packages, and candidates are ranked by how
+many packages they reach (not by how many keys they share: decoys holding exact copies
+of a few packages share many keys, yet would crowd out the real match). A lookup is one
+indexed query plus a comparison with a handful of candidates' signatures
+(benchmarks/bench_service.py --near-duplicates).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import insert, select, text
 from sqlalchemy.orm import Session, aliased
 
 from posttrain_arena.service.models import Collection, PackageBand, PackagePrint
@@ -179,25 +183,31 @@ def find_match(session: Session, prints: list[PackagePrintData],
     else's copies can crowd them out of the candidates)."""
     if not prints:
         return None
-    keys = sorted({k for p in prints for k in p.bands()})
-    hits: dict[int, int] = {}
+    # which of the new collection's packages carry each band key
+    carriers: dict[int, list[int]] = {}
+    for i, p in enumerate(prints):
+        for k in set(p.bands()):
+            carriers.setdefault(k, []).append(i)
+    keys = sorted(carriers)
+    reached: dict[int, set[int]] = {}  # collection -> the new packages it shares a key with
     for start in range(0, len(keys), _KEYS_PER_QUERY):
-        q = (select(PackageBand.collection_id, func.count())
-             .where(PackageBand.band.in_(keys[start:start + _KEYS_PER_QUERY]))
-             .group_by(PackageBand.collection_id))
+        q = (select(PackageBand.collection_id, PackageBand.band).distinct()
+             .where(PackageBand.band.in_(keys[start:start + _KEYS_PER_QUERY])))
         if family_owners is not None:
             member, root = aliased(Collection), aliased(Collection)
             q = (q.join(member, member.id == PackageBand.collection_id)
                  .join(root, root.id == member.family_id)
                  .where(root.owner_id.in_(sorted(family_owners))))
-        rows = session.execute(q)
-        for cid, n in rows:
-            hits[cid] = hits.get(cid, 0) + n
-    # Each package with a similar one in C shares at least one band key with C (with
-    # high probability), so C needs that many hits at least.
+        for cid, band in session.execute(q):
+            reached.setdefault(cid, set()).update(carriers[band])
+    # Each new package with a similar one in C shares at least one band key with C (with
+    # high probability), so C must reach that many of the new packages. Candidates are
+    # ranked by how many packages they reach, not by how many keys: a collection holding
+    # exact copies of a few of the packages has many keys in common, yet reaches too few
+    # packages to be a candidate, so such decoys cannot crowd the real match out.
     need = math.ceil(COLLECTION_SHARE * len(prints))
-    candidates = sorted((c for c, n in hits.items() if n >= need),
-                        key=lambda c: (-hits[c], c))[:CANDIDATES]
+    candidates = sorted((c for c, pkgs in reached.items() if len(pkgs) >= need),
+                        key=lambda c: (-len(reached[c]), c))[:CANDIDATES]
     new = _matrix([p.signature for p in prints])
     best: Match | None = None
     for cid in candidates:
