@@ -1,4 +1,6 @@
 """One running container of the `docker` backend: exec, copy in/out, kill, stop.
+(The exec API's pieces are in docker_exec.py, the archive transfers in
+docker_archive.py, the session's host folder and disk in docker_disk.py.)
 
 Every exec carries a marker in its environment (ARENA_EXEC_ID=<id>), which every process
 it starts inherits, even one that calls setsid or is re-parented to PID 1. On timeout a
@@ -17,12 +19,9 @@ are bounded in total.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import posixpath
 import shutil
-import socket
-import tarfile
 import tempfile
 import threading
 import time
@@ -38,33 +37,21 @@ from posttrain_arena.sandbox.base import (
     SandboxError,
     Stdin,
     TransferBounds,
-    TransferLimit,
 )
 from posttrain_arena.sandbox.docker_anchor import end_all_but_anchor
+from posttrain_arena.sandbox.docker_archive import get_path, put_path, tar_of
 from posttrain_arena.sandbox.docker_disk import SessionDir
+from posttrain_arena.sandbox.docker_exec import KILL_MARKED, NOT_FOUND, StdinStream
 from posttrain_arena.sandbox.janitor import later
 from posttrain_arena.sandbox.localfs import Budget, copy_tree
 from posttrain_arena.sandbox.process import OutputCapture
 from posttrain_arena.task_format.trust import DEFAULT_PATH
-
-_KILL_MARKED = (
-    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; '
-    '[ "$p" = "$$" ] && continue; '
-    'if tr "\\000" "\\n" < "$d/environ" 2>/dev/null | grep -qx "ARENA_EXEC_ID=$1"; '
-    'then kill -9 "$p" 2>/dev/null; fi; done; true'
-)
 
 _EMPTY = (
     'for p in "$@"; do if [ -d "$p" ] && [ ! -L "$p" ]; then '
     'find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + ; else rm -rf -- "$p"; fi; done'
 )
 """Empties each path in place (a directory may be a mount point, so it is kept)."""
-
-_NOT_FOUND = "executable file not found"
-"""What the engine answers when an exec's program does not exist in the image."""
-
-TAR_OVERHEAD = 1536
-"""Archive bytes per entry beyond its data (header and padding), for the byte bound."""
 
 
 class DockerSession:
@@ -108,7 +95,7 @@ class DockerSession:
         result = self._exec([*self._shell, command], timeout=timeout, user=user, env=env,
                             workdir=workdir, on_output=on_output, stdin=stdin)
         if (self._shell[0] == "bash" and result.exit_code in (126, 127) and not callable(stdin)
-                and _NOT_FOUND in result.stdout + result.stderr and '"bash"' in result.stdout
+                and NOT_FOUND in result.stdout + result.stderr and '"bash"' in result.stdout
                 + result.stderr):
             self._shell = ["/bin/sh", "-lc"]
             result = self._exec([*self._shell, command], timeout=timeout, user=user, env=env,
@@ -157,12 +144,12 @@ class DockerSession:
                     payload = stdin()
                 except BaseException:
                     self._cancel(exec_id, marker)  # then close: no EOF reaches it alive
-                    _StdinStream.close_socket(sock)
+                    StdinStream.close_socket(sock)
                     raise
                 t0 = time.monotonic()
             else:
                 payload = stdin
-            stream = _StdinStream(sock, payload)
+            stream = StdinStream(sock, payload)
         out, err = OutputCapture(on_output), OutputCapture(on_output)
         failure: list[BaseException] = []
 
@@ -246,7 +233,7 @@ class DockerSession:
     def _kill_marked(self, marker: str) -> None:
         for _ in range(2):  # a second pass catches forks racing the first
             try:
-                self._run_root(["/bin/sh", "-c", _KILL_MARKED, "kill-marked", marker])
+                self._run_root(["/bin/sh", "-c", KILL_MARKED, "kill-marked", marker])
             except Exception:
                 self.kill_all()
                 return
@@ -256,30 +243,11 @@ class DockerSession:
         """Copy a host file or directory to `dest` (the copy's own path; a directory's
         contents merge into it). Links are copied as links. `own_tools`: through the
         container's own tar in one exec (see copy_in_by_exec)."""
-        import docker.errors
-
         if own_tools:
             self.copy_in_by_exec(src, dest)
             return
-        src = Path(src)
-        if not os.path.lexists(src):
-            raise SandboxError(f"copy_in: {src} does not exist")
-        dest = posixpath.normpath(posixpath.join(self.image.workdir, dest))
-        parent, name = posixpath.split(dest)
-        with tempfile.TemporaryFile() as buf:
-            with tarfile.open(fileobj=buf, mode="w") as tar:
-                tar.add(str(src), arcname=name or ".", recursive=True)
-            buf.seek(0)
-            data = buf.read()
-        try:
-            ok = self.api.put_archive(self.container, parent or "/", data)
-        except docker.errors.NotFound:
-            self._run_root(["mkdir", "-p", parent])
-            ok = self.api.put_archive(self.container, parent or "/", data)
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"copy_in {src} -> {dest}: {exc}") from exc
-        if not ok:
-            raise SandboxError(f"copy_in {src} -> {dest}: the engine refused the archive")
+        put_path(self.api, self.container, Path(src),
+                 posixpath.normpath(posixpath.join(self.image.workdir, dest)))
 
     def copy_in_by_exec(self, src: Path, dest: str, *, timeout: float = 120) -> None:
         """copy_in through the container's own `tar` in one exec with stdin: cheaper than
@@ -292,12 +260,9 @@ class DockerSession:
             raise SandboxError(f"copy_in: {src} does not exist")
         dest = posixpath.normpath(posixpath.join(self.image.workdir, dest))
         parent, name = posixpath.split(dest)
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            tar.add(str(src), arcname=name or ".", recursive=True)
         script = 'mkdir -p -- "$1" && exec tar --numeric-owner -xpf - -C "$1"'
         result = self.exec(["/bin/sh", "-c", script, "copy-in", parent or "/"], user="0",
-                           timeout=timeout, workdir="/", stdin=buf.getvalue())
+                           timeout=timeout, workdir="/", stdin=tar_of(src, name))
         if result.exit_code != 0 or result.timed_out:
             self.copy_in(src, dest)
 
@@ -319,49 +284,12 @@ class DockerSession:
         follow it) becomes a link to where the engine resolves it, nothing under it is
         read. With `bounds`, the engine's archive is read as a stream and abandoned at
         the first bound passed (TransferLimit)."""
-        import docker.errors
-
         src = posixpath.normpath(posixpath.join(self.image.workdir, src))
         dest = Path(dest)
         if self.output is not None and src == self.output.target and self._halted:
             self._copy_output(dest, bounds)  # no process is left to write it
             return
-        try:
-            chunks, _stat = self.api.get_archive(self.container, src)
-        except docker.errors.NotFound as exc:
-            if "no such container" in str(exc).lower():
-                raise SandboxError(f"copy_out {src}: session {self.id} is gone ({exc})") from exc
-            raise MissingPath(f"copy_out: {src} does not exist in session {self.id}") from exc
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"copy_out {src}: {exc}") from exc
-        link = _stat.get("linkTarget") if isinstance(_stat, dict) else None
-        if link:  # the engine's archive would follow it: the link itself is the copy
-            with contextlib.suppress(Exception):
-                chunks.close()
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if dest.is_symlink() or dest.exists():
-                raise SandboxError(f"copy_out {src}: {dest} exists")
-            os.symlink(link, dest)
-            return
-        budget = Budget(bounds, src) if bounds is not None else None
-
-        def admit(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-            if budget is not None:  # counted before the entry lands on the host
-                budget.add(member.size if member.isreg() else 0, member.name)
-            return tarfile.tar_filter(member, path)
-
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".arena-copy-") as tmp:
-            stream = _ArchiveStream(chunks, bounds)
-            try:
-                with tarfile.open(fileobj=stream, mode="r|") as tar:
-                    tar.extractall(Path(tmp) / "x", filter=admit)
-            finally:
-                stream.close()
-            entries = list((Path(tmp) / "x").iterdir())
-            if len(entries) != 1:
-                raise SandboxError(f"copy_out {src}: unexpected archive layout")
-            copy_tree(entries[0], dest)
+        get_path(self.api, self.container, self.id, src, dest, bounds)
 
     def _copy_output(self, dest: Path, bounds: TransferBounds | None) -> None:
         """copy_out of the output directory of a halted session: a host copy (links as
@@ -461,83 +389,3 @@ class DockerSession:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-class _ArchiveStream(io.RawIOBase):
-    """The engine's archive chunks as a readable stream, within a byte and time bound."""
-
-    def __init__(self, chunks: Any, bounds: TransferBounds | None) -> None:
-        self.chunks = iter(chunks)
-        self.source = chunks
-        self.pending = b""
-        self.total = 0
-        self.limit = None
-        if bounds is not None and bounds.max_bytes is not None:
-            entries = bounds.max_entries or 100_000
-            self.limit = bounds.max_bytes + TAR_OVERHEAD * entries + (1 << 20)
-        self.deadline = bounds.deadline if bounds is not None else None
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while not self.pending:
-            try:
-                chunk = next(self.chunks)
-            except StopIteration:
-                return 0
-            self.total += len(chunk)
-            if self.limit is not None and self.total > self.limit:
-                raise TransferLimit(f"the archive is larger than {self.limit >> 20} MiB")
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                raise TransferLimit(f"copying ran past its deadline ({self.total >> 20} MiB "
-                                    "read)")
-            self.pending = chunk
-        n = min(len(b), len(self.pending))
-        b[:n] = self.pending[:n]
-        self.pending = self.pending[n:]
-        return n
-
-    def close(self) -> None:
-        close = getattr(self.source, "close", None)  # ends the engine's archive stream
-        if callable(close):
-            with contextlib.suppress(Exception):
-                close()
-        super().close()
-
-
-class _StdinStream:
-    """An exec's hijacked connection: feeds `data` to the command's stdin from a thread
-    (then half-closes it, so the command sees end of file) and yields (stdout, stderr)
-    chunks as the demultiplexed stream of `exec_start(stream=True, demux=True)` does."""
-
-    def __init__(self, sock: Any, data: bytes) -> None:
-        self.sock = sock
-        self.raw = getattr(sock, "_sock", sock)
-        self.writer = threading.Thread(target=self._write, args=(data,), daemon=True,
-                                       name="exec-stdin")
-        self.writer.start()
-
-    def _write(self, data: bytes) -> None:
-        with contextlib.suppress(OSError):  # the command may exit without reading it all
-            self.raw.sendall(data)
-            self.raw.shutdown(socket.SHUT_WR)
-
-    def __iter__(self) -> Any:
-        from docker.utils.socket import STDOUT, frames_iter
-
-        try:
-            for stream_id, chunk in frames_iter(self.sock, tty=False):
-                yield (chunk, None) if stream_id == STDOUT else (None, chunk)
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        self.close_socket(self.sock)
-
-    @staticmethod
-    def close_socket(sock: Any) -> None:
-        """Close an exec's hijacked connection and its raw socket."""
-        for handle in (sock, getattr(sock, "_sock", sock)):
-            with contextlib.suppress(Exception):
-                handle.close()
