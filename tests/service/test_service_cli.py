@@ -170,3 +170,41 @@ def test_cli_errors_are_json_and_exit_1(live: tuple[str, Settings], tmp_path: Pa
     bad = tmp_path / "bad"
     bad.mkdir()
     assert CliRunner().invoke(cli, ["validate", str(bad)], env=env).exit_code == 1
+
+
+def test_arena_budget_shows_your_quota_and_use_and_organizers_every_quota(
+    live: tuple[str, Settings], new_collection: Any, tmp_path: Path
+) -> None:
+    url, settings = live
+    env = _env(settings, url)
+    author = _run(env, "admin", "create-user", "au", "--role", "participant")["token"]
+    editor = _run(env, "admin", "create-user", "ed", "--role", "editor")["token"]
+    _run(env, "admin", "create-user", "mate", "--role", "participant")
+    _run(env, "admin", "set-user", "mate", "--team", "crew")
+    _run(env, "admin", "set-quota", "30", "--user", "au")
+    quotas = _run(env, "admin", "set-quota", "70", "--team", "crew")
+    assert {(q["kind"], q["name"], q["cap"]) for q in quotas} == {
+        ("user", "au", 30.0), ("team", "crew", 70.0)}
+    recipe = tmp_path / "micro.toml"
+    recipe.write_text("name = 'micro'\n")
+    _run(env, "admin", "create-challenge", "micro", "--title", "Micro", "--base-model", "tiny",
+         "--revision", "r1", "--recipe", str(recipe), "--suite",
+         str(new_collection(n_tasks=2, team="suite")), "--price-per-hour", "5")
+    as_author = _env(settings, url, author)
+    col = _run(as_author, "submit", "--archive", str(new_collection(n_tasks=2)))
+    run = _run(as_author, "run", "--challenge", "micro", "--collection", str(col["id"]),
+               "--execute")
+    reserved = run["reserved"]
+    assert reserved > 0
+
+    mine = _run(as_author, "budget")
+    assert mine["reserved"] == reserved  # the global figures, beside ...
+    assert mine["quotas"] == [{"kind": "user", "name": "au", "cap": 30.0, "used": reserved,
+                               "left": 30.0 - reserved}]  # ... the quota that caps you
+    assert mine["you"] == {"user": "au", "used": reserved, "team": None, "team_used": None}
+    anonymous = _run(env, "budget")
+    assert anonymous["reserved"] == reserved
+    assert anonymous["quotas"] == [] and anonymous["you"] is None
+    organizer = _run(_env(settings, url, editor), "budget")
+    assert {(q["kind"], q["name"], q["used"]) for q in organizer["quotas"]} == {
+        ("user", "au", reserved), ("team", "crew", 0.0)}
