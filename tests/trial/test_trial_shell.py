@@ -21,9 +21,10 @@ from posttrain_arena.trial.shell import SessionShell
 class HostSession:
     """Runs each command with bash on the host under `root` (paths prefixed)."""
 
-    def __init__(self, root: Path, *, tar: bool = True) -> None:
+    def __init__(self, root: Path, *, tar: bool = True, host_copies: bool = False) -> None:
         self.root = root
         self.tar = tar
+        self.host_copies = host_copies
         self.calls: list[tuple[str, Any]] = []
 
     def exec(self, command: str | list[str], *, stdin: bytes | None = None,
@@ -66,9 +67,8 @@ def test_run_with(tmp_path: Path, script_dir: Path, host_copies: bool, tar: bool
                   calls: list[str]) -> None:
     root = tmp_path / "session"
     root.mkdir()
-    session = HostSession(root, tar=tar)
-    shell = SessionShell(session, "/", time.monotonic() + 60,  # type: ignore[arg-type]
-                         host_copies=host_copies)
+    session = HostSession(root, tar=tar, host_copies=host_copies)
+    shell = SessionShell(session, "/", time.monotonic() + 60)  # type: ignore[arg-type]
     result = shell.run_with(script_dir, "/box", "bash /box/run.sh")
     assert result.exit_code == 1 and result.stdout == "ran payload\n"  # stdin at its end
     assert [c[0] for c in session.calls] == calls

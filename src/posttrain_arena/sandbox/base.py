@@ -105,9 +105,20 @@ Stdin = bytes | Callable[[], bytes]
 
 @runtime_checkable
 class Session(Protocol):
-    """One running sandbox instance."""
+    """One running sandbox instance.
+
+    What differs between backends is declared here, as members, and callers consult
+    these (never a backend's name): `host_copies`. Everything else below is a contract
+    every backend keeps; fresh verification (`trial/fresh.py`) relies on exec's
+    callable `stdin` and on `Backend.start(output_dir=)`, and takes one path on every
+    backend."""
 
     id: str
+    host_copies: bool
+    """Whether copy_in and copy_out are plain host file copies (local: the session's
+    files are a host directory) rather than engine round trips (docker). Where they
+    are, moving files beats doing it with the session's own tools; where they are not,
+    one exec that also brings the files in saves a round trip (the agent's shell)."""
 
     def exec(
         self,
@@ -181,9 +192,6 @@ class Session(Protocol):
 
 class Backend(Protocol):
     name: str
-    host_copies: bool
-    """Whether copy_in/copy_out are plain host file copies (local) rather than engine
-    round trips (docker): then moving files beats doing it with the session's tools."""
 
     def available(self) -> tuple[bool, str]:
         """(works, explanation or how to fix it)."""

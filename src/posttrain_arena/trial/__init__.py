@@ -8,11 +8,11 @@ Modules: `runner` (TrialRunner, image cache, journal resume), `plan` (TrialPlan)
 `lifecycle` (the phases), `verification` (running a verifier and reading its verdict,
 for both isolation modes), `supervise.c` (the verifier's top process: a static
 program the harness compiles, run in the sandbox), `verifier` (entry points and reward
-reading), `shared` (hardened in-session verification), `onecall` (state and verifier
-in one exec), `state` (what travels to a fresh verifier), `pristine` (whether a
-pristine image may be trusted with that state), `hostfiles` (host writes that never
-follow links), `harness` (the offline pytest runtime), `pool` (warm sessions),
-`records`, `journal`, `replay`, `result`.
+reading), `fresh` (fresh verification: one path on every backend), `shared`
+(hardened in-session verification), `state` (what travels to a fresh verifier),
+`pristine` (whether a pristine image may be trusted with that state), `hostfiles` (host
+writes that never follow links), `harness` (the offline pytest runtime), `pool` (warm
+sessions), `records`, `journal`, `replay`, `result`.
 docs/threat-model.md says which defence stops which attack.
 """
 

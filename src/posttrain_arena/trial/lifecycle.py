@@ -5,8 +5,9 @@
 Fresh isolation (the default) starts the verifier's session from the pristine image
 while the agent works (it is cheap then: nobody waits for it), with verifier/ and the
 harness runtime mounted read-only; after the agent phase only the state roots travel
-into it. Shared isolation verifies in the agent's own session after hardening it (see
-`shared.py`). Both run the verifier through `verification.run`. Infrastructure failures
+into it, by one path on every backend (`fresh.py`). Shared isolation verifies in the
+agent's own session after hardening it (see `shared.py`). Both run the verifier through
+`verification.run`. Infrastructure failures
 raise; the runner turns them into `infra_error`, never into a reward. What the agent
 breaks (its session's PID 1, its workdir, its memory) is the agent's: a scored 0.
 """
@@ -22,31 +23,24 @@ from dataclasses import dataclass, field
 from posttrain_arena.agents.base import AgentContext, AgentRun
 from posttrain_arena.agents.oracle import OracleAgent
 from posttrain_arena.agents.transcript import Message, Transcript
-from posttrain_arena.sandbox.base import Mount, SandboxError, Session, TransferLimit
+from posttrain_arena.sandbox.base import SandboxError, Session, TransferLimit
 from posttrain_arena.task_format.package import VerifierKind
-from posttrain_arena.trial import onecall, shared, verification
-from posttrain_arena.trial.harness import HARNESS_DIR, harness_bundle
+from posttrain_arena.trial import shared
+from posttrain_arena.trial.fresh import FreshVerifier, fresh_command, verify_agent
 from posttrain_arena.trial.plan import TrialPlan
 from posttrain_arena.trial.pristine import TaskRefused, probe_reason, static_reason
 from posttrain_arena.trial.result import Outcome, TestDetail
 from posttrain_arena.trial.shell import SessionShell
 from posttrain_arena.trial.state import (
     SavedState,
-    StateReport,
     StateTooLarge,
     clear_roots,
     fetch_state,
     put_state,
-    state_archive,
     state_roots,
 )
 from posttrain_arena.trial.verification import Reading
-from posttrain_arena.trial.verifier import (
-    LOGS_DIR,
-    VerifierCommand,
-    build_command,
-    script_shell,
-)
+from posttrain_arena.trial.verifier import build_command
 
 AGENT_GRACE_SEC = 5.0
 """How long past its deadline an agent's own code may take to return."""
@@ -95,8 +89,7 @@ def _check_trust(plan: TrialPlan, roots: list[str], pristine: Session) -> None:
 def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
     sessions: list[Session] = []
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="trial")
-    verifier_future = pool.submit(_start_verifier, plan, roots) if plan.fresh else None
-    early: onecall.EarlyExec | None = None
+    verifier = FreshVerifier(plan, roots, pool) if plan.fresh else None
     try:
         t0 = time.monotonic()
         limits = plan.limits(network=plan.network)
@@ -109,22 +102,20 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
         plan.timings["agent_start"] = time.monotonic() - t0
         known, reason = plan.trust.get(plan.image, roots)
         if not known or reason is not None:  # once per image: before the agent starts
-            pristine = verifier_future.result() if verifier_future is not None else agent_session
+            pristine = verifier.session() if verifier is not None else agent_session
             _check_trust(plan, roots, pristine)
-        if verifier_future is not None:
+        if verifier is not None:
             # after the probe, before the agent: the verifier's exec waits for the state
-            # (its sandbox, shell and supervisor started while the agent works, on every
-            # backend: on local too that is the bwrap and interpreter start it saves)
-            early = onecall.EarlyExec(plan, verifier_future, roots, fresh_command(plan), pool)
+            # (its sandbox, shell and supervisor started while the agent works)
+            verifier.arm()
         ended = _agent_phase(plan, agent_session)
         if ended is not None:
             return ended
         t0 = time.monotonic()
-        if verifier_future is not None:
-            vsession = verifier_future.result()
-            plan.timings["verifier_wait"] = time.monotonic() - t0
-            reading = _verify_fresh(plan, agent_session, vsession, roots, pool, sessions,
-                                    early)
+        if verifier is not None:
+            # the agent's session is let go while the verifier runs (the finally waits)
+            reading = verify_agent(plan, agent_session, verifier, plan.scratch,
+                                   release=lambda: pool.submit(agent_session.stop))
         else:
             if plan.keep_state is not None:
                 _keep_shared(plan, agent_session, roots)
@@ -134,49 +125,9 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
         return PhaseOutcome(outcome, reading.reward, reading.reason, reading.details,
                             agent_info=plan.agent_info, verifier_exit_code=reading.exit_code)
     finally:
-        if early is not None:
-            early.withdraw()  # unless fed: the trial ended before verification
-        if verifier_future is not None:
-            with contextlib.suppress(Exception):  # when it never started, nothing to stop
-                vsession = verifier_future.result()
-                if plan.pool is not None:
-                    plan.pool.discard(vsession)  # only the verifier ran in it
-                else:
-                    sessions.append(vsession)
+        if verifier is not None:  # unless fed, its exec is withdrawn: the trial ended
+            sessions += verifier.close()
         _stop_all(pool, sessions)
-
-
-def _verifier_mounts(plan: TrialPlan) -> list[Mount]:
-    return [
-        Mount(source=plan.task.verifier_dir.resolve(), target=plan.task.verifier_mount,
-              read_only=True),
-        Mount(source=harness_bundle(), target=HARNESS_DIR, read_only=True),
-    ]
-
-
-def _start_verifier(plan: TrialPlan, roots: list[str]) -> Session:
-    """The verifier's pristine session (from the warm pool when there is one). Where the
-    backend copies files on the host, its state roots are emptied now, while the agent
-    works; otherwise the exec that brings the agent's state in does it (`onecall`)."""
-    t0 = time.monotonic()
-    limits = plan.limits(network=False)
-    prepare = (lambda s: clear_roots(s, roots, logs=LOGS_DIR)) \
-        if plan.backend.host_copies else None
-    if plan.pool is not None:
-        session = plan.pool.take(plan.image, limits, plan.labels("verifier"),
-                                 mounts=_verifier_mounts(plan), role="verifier",
-                                 prepare=prepare, output_dir=LOGS_DIR)
-    else:
-        session = plan.backend.start(plan.image, limits=limits, mounts=_verifier_mounts(plan),
-                                     labels=plan.labels("verifier"), output_dir=LOGS_DIR)
-        if prepare is not None:
-            try:
-                prepare(session)
-            except BaseException:
-                session.stop()
-                raise
-    plan.timings["verifier_start"] = time.monotonic() - t0
-    return session
 
 
 def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
@@ -187,8 +138,7 @@ def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
     t0 = time.monotonic()
     deadline = t0 + plan.agent_timeout
     shell = SessionShell(session, plan.workdir, deadline,
-                         env={"BENCHFLOW_WORKSPACE": plan.workdir},
-                         host_copies=plan.backend.host_copies)
+                         env={"BENCHFLOW_WORKSPACE": plan.workdir})
     ctx = AgentContext(
         task_name=task.name, prompt=task.prompt, deadline=deadline, seed=plan.seed,
         oracle_dir=task.oracle_dir if isinstance(agent, OracleAgent) else None,
@@ -254,75 +204,6 @@ def _end_agent_processes(plan: TrialPlan, session: Session) -> None:
         session.kill_all()
 
 
-def fresh_command(plan: TrialPlan) -> VerifierCommand:
-    """The verifier's command in a fresh session (the pristine image's environment)."""
-    return build_command(plan.task.verifier_kind, verifier_dir=plan.task.verifier_mount,
-                         harness_dir=HARNESS_DIR, workdir=plan.workdir,
-                         base_env=dict(plan.image.env), isolate_site=False,
-                         task_env=plan.task.frontmatter.verifier.env,
-                         shell=script_shell(plan.task.verifier_dir / "test.sh"))
-
-
-def _verify_fresh(plan: TrialPlan, agent_session: Session, vsession: Session,
-                  roots: list[str], pool: ThreadPoolExecutor,
-                  sessions: list[Session], early: onecall.EarlyExec | None) -> Reading:
-    """Move the state roots into the verifier's pristine session and verify there: by
-    host copies where the backend has them; else in one exec, started while the agent
-    worked, when the state is small (`onecall`), else (or when the image cannot restore
-    it that way) by plain copies into a new pristine session."""
-    t0 = time.monotonic()
-    storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
-    try:
-        report = fetch_state(agent_session, roots, plan.scratch, max_kbytes=storage_kb)
-    except (StateTooLarge, TransferLimit) as exc:
-        return Reading(0.0, f"the agent's final state cannot be verified: {exc}")
-    changed = agent_session.changed_paths() if plan.keep_state is not None else []
-    # No longer needed: let it go while the verifier runs (execute's finally waits).
-    pool.submit(agent_session.stop)
-    if report.dropped_links:
-        plan.record.write_text("dropped_links.txt", "\n".join(report.dropped_links) + "\n")
-    reading = _verify_state(plan, report, vsession, roots, sessions, t0, early)
-    if plan.keep_state is not None:
-        SavedState.keep(report, changed, plan.keep_state)
-    return reading
-
-
-def _verify_state(plan: TrialPlan, report: StateReport, vsession: Session,
-                  roots: list[str], sessions: list[Session], t0: float,
-                  early: onecall.EarlyExec | None = None) -> Reading:
-    """Verify fetched state roots in the verifier's pristine session (see _verify_fresh;
-    without an early exec, as for a kept state verified again, a small state goes in the
-    same one exec, started now)."""
-    command = fresh_command(plan)
-    if plan.backend.host_copies and early is None:  # emptied at start; host copies
-        put_state(vsession, report)
-        plan.timings["state_copy"] = time.monotonic() - t0
-        reading = verification.run(plan, vsession, command)
-        assert reading is not None  # no prefix: the verifier always ran
-        return reading
-    if report.kbytes * 1024 <= onecall.MAX_STATE_BYTES:
-        plan.timings["state_copy"] = time.monotonic() - t0
-        archive = state_archive(report)
-        reading = (early.feed(archive) if early is not None  # the exec already waits
-                   else onecall.verify_now(plan, vsession, roots, command, archive))
-        if reading is not None:
-            report.copied.extend(report.hosts)
-            return reading
-        # the image could not restore the state that way: a new pristine session
-        vsession = plan.backend.start(plan.image, limits=plan.limits(network=False),
-                                      mounts=_verifier_mounts(plan),
-                                      labels=plan.labels("verifier"), output_dir=LOGS_DIR)
-        sessions.append(vsession)
-    elif early is not None:
-        early.withdraw()  # too large to hold in memory: the plain way, in this session
-    verification.empty_roots(vsession, command, roots)
-    put_state(vsession, report)
-    plan.timings["state_copy"] = time.monotonic() - t0
-    reading = verification.run(plan, vsession, command)
-    assert reading is not None  # no prefix: the verifier always ran
-    return reading
-
-
 def _keep_shared(plan: TrialPlan, session: Session, roots: list[str]) -> None:
     """Keep the agent's state roots before shared verification changes the session
     (kept as fresh verification would fetch them; nothing kept when too large)."""
@@ -345,24 +226,26 @@ def verify_saved(plan: TrialPlan, saved: SavedState) -> PhaseOutcome:
     roots = state_roots(plan.workdir, list(plan.task.frontmatter.verifier.state_paths))
     sessions: list[Session] = []
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="replay")
+    verifier: FreshVerifier | None = None
     try:
         t0 = time.monotonic()
         if plan.fresh:
-            session = _start_verifier(plan, roots)
-        elif plan.pool is not None:
-            session = plan.pool.take(plan.image, plan.limits(network=False),
-                                     plan.labels("verifier"))
+            verifier = FreshVerifier(plan, roots, pool)
+            session = verifier.session()
         else:
-            session = plan.backend.start(plan.image, limits=plan.limits(network=False),
-                                         labels=plan.labels("verifier"))
-        sessions.append(session)
+            if plan.pool is not None:
+                session = plan.pool.take(plan.image, plan.limits(network=False),
+                                         plan.labels("verifier"))
+            else:
+                session = plan.backend.start(plan.image, limits=plan.limits(network=False),
+                                             labels=plan.labels("verifier"))
+            sessions.append(session)
         _check_trust(plan, roots, session)
-        report = saved.report()
-        if plan.fresh:
-            reading = _verify_state(plan, report, session, roots, sessions, t0)
+        if verifier is not None:  # the same path as a trial's, its exec started now
+            reading = verifier.verify(saved.report())
         else:
             clear_roots(session, roots)
-            put_state(session, report)
+            put_state(session, saved.report())
             plan.timings["state_copy"] = time.monotonic() - t0
             # no agent ran here: a session that cannot verify is the sandbox's failure
             reading = shared.verify_shared(plan, session, roots)
@@ -370,6 +253,8 @@ def verify_saved(plan: TrialPlan, saved: SavedState) -> PhaseOutcome:
     except TaskRefused as exc:
         return PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
     finally:
+        if verifier is not None:
+            sessions += verifier.close()
         if plan.pool is not None:  # only the harness and the verifier ran in them
             for s in sessions:
                 plan.pool.discard(s)

@@ -7,8 +7,9 @@ The agent keeps its session (its files, its installed tools) from one step to th
 after each step every agent process is ended, the state roots are copied into a fresh
 session from the pristine image, and the step's verifier folder (the task's, with the
 step's files layered over it) scores them there, exactly as a one-step trial's
-verifier would. The phases are lifecycle's own (`_agent_phase`, `_start_verifier`,
-`verification.run`), so isolation, limits, deadlines and reward reading are the same code.
+verifier would. The phases are a one-step trial's own (`lifecycle._agent_phase`; the
+step's `fresh.FreshVerifier` started while its agent works, `fresh.verify_agent`), so
+isolation, limits, deadlines and reward reading are the same code.
 A step that times out ends the trial (`agent_timeout`); a step without a reward makes
 it a verifier error naming the step. The reward is the steps' mean, or the last one's.
 The trial's transcript holds every step's messages, in order.
@@ -25,24 +26,20 @@ import contextlib
 import dataclasses
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from posttrain_arena.agents.transcript import Transcript
-from posttrain_arena.sandbox.base import Session, TransferLimit
+from posttrain_arena.sandbox.base import Session
 from posttrain_arena.task_format.body import Section, TaskBody
 from posttrain_arena.task_format.package import TaskPackage
 from posttrain_arena.task_format.steps import Step, aggregate
 from posttrain_arena.task_format.task import Isolation
 from posttrain_arena.trial import lifecycle, verification
+from posttrain_arena.trial.fresh import FreshVerifier, verify_agent
 from posttrain_arena.trial.pristine import TaskRefused
 from posttrain_arena.trial.result import Outcome, TestDetail
-from posttrain_arena.trial.state import (
-    SavedState,
-    StateTooLarge,
-    fetch_state,
-    put_state,
-    state_roots,
-)
+from posttrain_arena.trial.state import SavedState, state_roots
 
 NO_SOLUTION = "#!/bin/bash\n# this step has no reference solution: nothing to do\n"
 
@@ -64,6 +61,7 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
     rewards: list[float] = []
     details: list[TestDetail] = []
     combined = Transcript()
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="steps")
     try:
         for i, step in enumerate(task.steps):
             last = i == len(task.steps) - 1
@@ -72,13 +70,20 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
                 agent_timeout=step.agent_timeout_sec or plan.agent_timeout,
                 keep_agent_session=not last, timings={},
                 keep_state=plan.keep_state if last else None)
-            ended = lifecycle._agent_phase(step_plan, session)
-            plan.agent_info = step_plan.agent_info
-            _keep_transcript(plan, combined)
-            if ended is not None:
-                reason = f"step {step.name!r}: {ended.reason}"
-                return dataclasses.replace(ended, reason=reason, details=details)
-            reading = _verify_step(step_plan, session, roots, i)
+            verifier = FreshVerifier(step_plan, roots, pool)
+            try:
+                verifier.arm()  # probed before step 1; waits for the state meanwhile
+                ended = lifecycle._agent_phase(step_plan, session)
+                plan.agent_info = step_plan.agent_info
+                _keep_transcript(plan, combined)
+                if ended is not None:
+                    reason = f"step {step.name!r}: {ended.reason}"
+                    return dataclasses.replace(ended, reason=reason, details=details)
+                reading = _verify_step(step_plan, session, verifier, i)
+            finally:
+                for vsession in verifier.close():  # unless fed, its exec is withdrawn
+                    with contextlib.suppress(Exception):  # an orphan is the reaper's job
+                        vsession.stop()
             if reading.reward is None:
                 return lifecycle.PhaseOutcome(
                     Outcome.VERIFIER_ERROR, reason=f"step {step.name!r}: {reading.reason}",
@@ -97,6 +102,7 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
             plan.record.write_transcript(combined)
         with contextlib.suppress(Exception):  # an orphan is the reaper's job
             session.stop()
+        pool.shutdown(wait=True)
 
 
 def _keep_transcript(plan: lifecycle.TrialPlan, combined: Transcript) -> None:
@@ -108,33 +114,16 @@ def _keep_transcript(plan: lifecycle.TrialPlan, combined: Transcript) -> None:
         combined.turns += step.turns
 
 
-def _verify_step(plan: lifecycle.TrialPlan, session: Session, roots: list[str],
+def _verify_step(plan: lifecycle.TrialPlan, session: Session, verifier: FreshVerifier,
                  index: int) -> verification.Reading:
-    """The step's verifier in a fresh session, on a copy of the agent's state."""
+    """The step's verifier in its fresh session, on a copy of the agent's state."""
     logs = plan.record.verifier_dir
     for stale in logs.iterdir() if logs.is_dir() else []:  # the last step's reward
         if stale.is_file() or stale.is_symlink():
             stale.unlink()
-    storage_kb = plan.task.frontmatter.environment.storage_mb * 1024
-    try:
-        report = fetch_state(session, roots, plan.scratch / f"state-{index}",
-                             max_kbytes=storage_kb)
-    except (StateTooLarge, TransferLimit) as exc:
-        return verification.Reading(0.0, f"the agent's final state cannot be verified: {exc}")
-    changed = session.changed_paths() if plan.keep_state is not None else []
-    vsession = lifecycle._start_verifier(plan, roots)
-    try:
-        command = lifecycle.fresh_command(plan)
-        if not plan.backend.host_copies:  # emptied at start only where the host copies
-            verification.empty_roots(vsession, command, roots)
-        put_state(vsession, report)
-        reading = verification.run(plan, vsession, command)
-        assert reading is not None  # no prefix: the verifier always ran
-    finally:
-        vsession.stop()
-    if plan.keep_state is not None:
-        SavedState.keep(report, changed, plan.keep_state)
-    return reading
+    scratch = plan.scratch / f"state-{index}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return verify_agent(plan, session, verifier, scratch)
 
 
 def verify_saved(plan: lifecycle.TrialPlan, saved: SavedState) -> lifecycle.PhaseOutcome:

@@ -3,8 +3,8 @@
 When a trial takes a session for a given image, limits and mounts, the pool starts the
 next one in the background; back-to-back trials of the same environment (replays,
 evaluation with several samples, GRPO groups) then find one ready. Pooled sessions are
-pristine: no agent has touched them; a `prepare` step (e.g. emptying the verifier's
-state roots) runs before they are handed out. An idle session is stopped after
+pristine: no agent has touched them (a verifier's one exec empties its state roots
+itself, `fresh.py`). An idle session is stopped after
 `idle_sec` without a taker, by `close()`, or at interpreter exit, so a runner that is
 never closed leaks nothing for long; the docker backend's orphan reaper removes what a
 crash leaves, as for any labelled container.
@@ -16,12 +16,10 @@ import atexit
 import contextlib
 import threading
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from posttrain_arena.sandbox.base import Backend, ImageRef, Limits, Mount, Session
-
-Prepare = Callable[[Session], None]
 
 
 class SessionPool:
@@ -41,16 +39,16 @@ class SessionPool:
     def take(
         self, image: ImageRef, limits: Limits, labels: dict[str, str], *,
         mounts: list[Mount] | None = None, role: str = "agent",
-        prepare: Prepare | None = None, output_dir: str | None = None,
+        output_dir: str | None = None,
     ) -> Session:
-        """A started (and prepared) session: the pooled one when ready, else a new one.
+        """A started session: the pooled one when ready, else a new one.
         Either way the next one for this key starts in the background. `output_dir`:
         as for Backend.start."""
         key = (image.tag, limits, tuple(mounts or ()), role, output_dir)
         with self._lock:
             pending = self._ready.pop(key, None)
             if not self._closed and len(self._ready) < self.max_idle:
-                fut = self._executor.submit(self._start, image, limits, mounts, role, prepare,
+                fut = self._executor.submit(self._start, image, limits, mounts, role,
                                             None, output_dir)
                 self._ready[key] = fut
                 timer = threading.Timer(self.idle_sec, self._expire, (key, fut))
@@ -60,22 +58,15 @@ class SessionPool:
             return pending.result()
         if pending is not None:  # not ready yet (or failed): do not wait on it
             pending.add_done_callback(_stop_when_done)
-        return self._start(image, limits, mounts, role, prepare, labels, output_dir)
+        return self._start(image, limits, mounts, role, labels, output_dir)
 
     def _start(self, image: ImageRef, limits: Limits, mounts: list[Mount] | None, role: str,
-               prepare: Prepare | None, labels: dict[str, str] | None = None,
+               labels: dict[str, str] | None = None,
                output_dir: str | None = None) -> Session:
-        session = self.backend.start(
+        return self.backend.start(
             image, limits=limits, mounts=mounts,
             labels=labels or {"posttrain-arena.role": f"pooled-{role}"},
             output_dir=output_dir)
-        if prepare is not None:
-            try:
-                prepare(session)
-            except BaseException:
-                session.stop()
-                raise
-        return session
 
     def _expire(self, key: Hashable, fut: Future[Session]) -> None:
         """Stop a pooled session nobody took in time."""

@@ -49,12 +49,9 @@ class SessionShell:
     """A `Shell` over a sandbox session, bounded by the agent phase's deadline."""
 
     def __init__(self, session: Session, workdir: str, deadline: float,
-                 env: Mapping[str, str] | None = None, *, host_copies: bool = False) -> None:
+                 env: Mapping[str, str] | None = None) -> None:
         self.workdir = workdir
         self._session = session
-        self._host_copies = host_copies
-        """Whether copy_in is a plain host copy (the backend's `host_copies`): then
-        run_with copies first; else it brings the files in with the command's exec."""
         self._deadline = deadline
         self._env = dict(env or {})
         self._lock = threading.Lock()
@@ -115,7 +112,7 @@ class SessionShell:
         session's own tar unpacks `src` (sent on its stdin) at `dest`, then the command
         runs with its stdin at end of file. When that tar cannot (none in the image, a
         path it may not write), the two calls, as for any other session."""
-        if self._host_copies:
+        if self._session.host_copies:  # a plain host copy: copy first, then exec
             self.copy_in(src, dest)
             return self.exec(command, env=env)
         buf = io.BytesIO()
