@@ -344,3 +344,33 @@ def test_doctor_says_when_the_total_is_unbounded(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("ARENA_DISK_CAP", "auto")
     support = disk_support()
     assert ("UNBOUNDED" in LocalBackend.disk_mode()) is not support.works
+
+
+@pytest.mark.docker
+def test_docker_volumes_network_files_and_log_are_inside_the_bound(tmp_path: Path) -> None:
+    """What the engine would keep outside the container's layer: an image VOLUME (an
+    anonymous volume under the engine's root), /etc/hosts and friends (files in the
+    engine's container folder) and PID 1's log (a JSON file there)."""
+    _require_disk()
+    backend = get_backend_or_skip("docker")
+    image = backend.build(write_context(tmp_path / "env", f"FROM {BASE}\nWORKDIR /root\n"
+                                        "VOLUME /vol\n"), timeout=300)
+    session = backend.start(image, limits=Limits(storage_mb=BOUND_MB))
+    try:
+        with FreeSpace() as space:
+            result = session.exec(
+                f"n=0; for i in $(seq {ATTEMPT_MB}); do head -c 1048576 /dev/zero > /vol/f$i "
+                "2>/dev/null || break; n=$i; done; echo vol=$n; rm -f /vol/f*; "
+                "m=0; for i in $(seq 100); do head -c 1048576 /dev/zero >> /etc/hosts "
+                "2>/dev/null || break; m=$i; done; echo hosts=$m", timeout=120)
+        assert result.exit_code == 0, result.stderr
+        vol = int(result.stdout.split("vol=")[1].split()[0])
+        hosts = int(result.stdout.split("hosts=")[1].split()[0])
+        assert 0 < vol << 20 <= (BOUND_MB << 20) + SLACK, f"{vol} MiB in the VOLUME"
+        assert 0 < hosts << 20 <= (BOUND_MB << 20) + SLACK, f"{hosts} MiB in /etc/hosts"
+        assert space.drop <= (BOUND_MB << 20) + SLACK + HOST_NOISE
+        info = backend.client.api.inspect_container(session.container)  # type: ignore[attr-defined]
+        assert info["HostConfig"]["LogConfig"]["Type"] == "none"  # no host log file grows
+        assert not [m for m in info["Mounts"] if m.get("Type") == "volume"], info["Mounts"]
+    finally:
+        session.stop()
