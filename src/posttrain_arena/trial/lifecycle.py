@@ -7,9 +7,10 @@ while the agent works (it is cheap then: nobody waits for it), with verifier/ an
 harness runtime mounted read-only; after the agent phase only the state roots travel
 into it, by one path on every backend (`fresh.py`). Shared isolation verifies in the
 agent's own session after hardening it (see `shared.py`). Both run the verifier through
-`verification.run`. Infrastructure failures
-raise; the runner turns them into `infra_error`, never into a reward. What the agent
-breaks (its session's PID 1, its workdir, its memory) is the agent's: a scored 0.
+`verification.run`. Infrastructure failures raise; the runner turns them into
+`infra_error`, never into a reward. What the agent breaks (its session's PID 1, its
+workdir, its memory) is the agent's: a scored 0. `multistep.py` runs these phases once
+per step.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def execute(plan: TrialPlan) -> PhaseOutcome:
         return PhaseOutcome(Outcome.BUILD_FAILED, reason=str(exc))
 
 
-def _check_trust(plan: TrialPlan, roots: list[str], pristine: Session) -> None:
+def check_trust(plan: TrialPlan, roots: list[str], pristine: Session) -> None:
     """TaskRefused when the pristine session's programs resolve inside a state root."""
     known, reason = plan.trust.get(plan.image, roots)
     if not known:
@@ -103,12 +104,12 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
         known, reason = plan.trust.get(plan.image, roots)
         if not known or reason is not None:  # once per image: before the agent starts
             pristine = verifier.session() if verifier is not None else agent_session
-            _check_trust(plan, roots, pristine)
+            check_trust(plan, roots, pristine)
         if verifier is not None:
             # after the probe, before the agent: the verifier's exec waits for the state
             # (its sandbox, shell and supervisor started while the agent works)
             verifier.arm()
-        ended = _agent_phase(plan, agent_session)
+        ended = agent_phase(plan, agent_session)
         if ended is not None:
             return ended
         t0 = time.monotonic()
@@ -130,7 +131,7 @@ def _execute(plan: TrialPlan, roots: list[str]) -> PhaseOutcome:
         _stop_all(pool, sessions)
 
 
-def _agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
+def agent_phase(plan: TrialPlan, session: Session) -> PhaseOutcome | None:
     """Run the agent until it returns or its deadline; end every agent process.
     Returns a final outcome when the trial ends here, else None (go verify)."""
     task, agent = plan.task, plan.agent
@@ -240,7 +241,7 @@ def verify_saved(plan: TrialPlan, saved: SavedState) -> PhaseOutcome:
                 session = plan.backend.start(plan.image, limits=plan.limits(network=False),
                                              labels=plan.labels("verifier"))
             sessions.append(session)
-        _check_trust(plan, roots, session)
+        check_trust(plan, roots, session)
         if verifier is not None:  # the same path as a trial's, its exec started now
             reading = verifier.verify(saved.report())
         else:

@@ -7,7 +7,7 @@ The agent keeps its session (its files, its installed tools) from one step to th
 after each step every agent process is ended, the state roots are copied into a fresh
 session from the pristine image, and the step's verifier folder (the task's, with the
 step's files layered over it) scores them there, exactly as a one-step trial's
-verifier would. The phases are a one-step trial's own (`lifecycle._agent_phase`; the
+verifier would. The phases are a one-step trial's own (`lifecycle.agent_phase`; the
 step's `fresh.FreshVerifier` started while its agent works, `fresh.verify_agent`), so
 isolation, limits, deadlines and reward reading are the same code.
 A step that times out ends the trial (`agent_timeout`); a step without a reward makes
@@ -53,7 +53,7 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
                                  labels=plan.labels("agent"))
     plan.timings["agent_start"] = time.monotonic() - t0
     try:  # the same refusal as a one-step trial: the session is pristine until step 1
-        lifecycle._check_trust(plan, roots, session)
+        lifecycle.check_trust(plan, roots, session)
     except TaskRefused as exc:
         with contextlib.suppress(Exception):
             session.stop()
@@ -73,7 +73,7 @@ def execute(plan: lifecycle.TrialPlan) -> lifecycle.PhaseOutcome:
             verifier = FreshVerifier(step_plan, roots, pool)
             try:
                 verifier.arm()  # probed before step 1; waits for the state meanwhile
-                ended = lifecycle._agent_phase(step_plan, session)
+                ended = lifecycle.agent_phase(step_plan, session)
                 plan.agent_info = step_plan.agent_info
                 _keep_transcript(plan, combined)
                 if ended is not None:
