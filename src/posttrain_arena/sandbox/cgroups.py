@@ -165,9 +165,12 @@ def _make_dir(base: Path, ctrl: str, name: str) -> Path:
     raise OSError(f"cannot create a {ctrl} cgroup")
 
 
-def reap_stale(max_age_sec: float, live: set[str]) -> int:
-    """Remove session groups older than max_age, and younger ones that belong to no live
-    session (`live`: names of session directories) and have no members; returns how many."""
+def reap_stale(max_age_sec: float, dead: set[str]) -> int:
+    """Remove session groups older than max_age, and younger ones of the sessions in
+    `dead` (whose owners are gone) that have no members; returns how many. A young
+    group of any other name is left alone: its session may live in another process's
+    sessions folder (ARENA_LOCAL_SESSIONS), idle between two execs, and a reap that
+    removed its group made its next exec fail."""
     removed = 0
     now = time.time()
     for base in [*(ROOT / c for c in _V1_CONTROLLERS), ROOT]:
@@ -181,8 +184,8 @@ def reap_stale(max_age_sec: float, live: set[str]) -> int:
                 try:
                     group = SessionCgroup([d])
                     young = now - d.stat().st_mtime < max_age_sec
-                    if young and (d.name in live or group.pids()):
-                        continue  # a live session, or a build still running
+                    if young and (d.name not in dead or group.pids()):
+                        continue  # maybe a live session, or a build still running
                     group.remove()
                     if not d.exists():
                         removed += 1

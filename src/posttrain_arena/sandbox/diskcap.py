@@ -17,6 +17,7 @@ Where they are missing the backends say which bound applies instead (`bound_text
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import ctypes.util
@@ -130,12 +131,31 @@ class DiskCap:
         """Detach the binds and the file system (lazily: a process still inside keeps
         it until it ends); the loop device and the file's blocks go with the last user.
         Idempotent."""
-        if self.released:
-            return
-        self.released = True
+        with _live_guard:
+            if self.released:
+                return
+            self.released = True
+            _live.pop(id(self), None)
         for target in reversed(self.binds):
             detach(target)
         detach(self.mount)
+
+
+_live: dict[int, DiskCap] = {}
+"""Disks made by this process and not released yet."""
+_live_guard = threading.Lock()
+
+
+@atexit.register
+def _release_all() -> None:
+    """At exit, release every disk a session did not (a process that ends on an
+    exception never stops its sessions): their loop devices and blocks go back to the
+    host now rather than at the next reap."""
+    with _live_guard:
+        disks = list(_live.values())
+    for disk in disks:
+        with contextlib.suppress(Exception):
+            disk.release()
 
 
 def detach(path: Path | str) -> bool:
@@ -174,10 +194,13 @@ def make_disk(mount: Path, payload: int, *, inodes: int | None = None) -> DiskCa
     finally:
         with contextlib.suppress(FileNotFoundError):
             image.unlink()  # the loop device holds it from now on
+    disk = DiskCap(mount, size, [])
+    with _live_guard:
+        _live[id(disk)] = disk
     os.chmod(mount, 0o755)
     with contextlib.suppress(OSError):
         (mount / "lost+found").rmdir()
-    return DiskCap(mount, size, [])
+    return disk
 
 
 def _unescape(field: str) -> str:
@@ -221,6 +244,14 @@ def unmount_under(path: Path | str) -> int:
                 break
             count += 1
     return count
+
+
+def verifier_room(storage_mb: int) -> int:
+    """Bytes a verifier's session gets beyond the task's storage: the agent's state (at
+    most `storage_mb`, the state transfer's bound) goes in, and the verifier still needs
+    room for its output and temporary files (a state just under the bound must not
+    leave the verifier without space)."""
+    return (16 << 20) + (storage_mb << 20) // 16
 
 
 def bound_text(storage_mb: int, how: str) -> str:

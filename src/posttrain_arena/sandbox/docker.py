@@ -34,7 +34,7 @@ from posttrain_arena.sandbox.base import (
     PrerequisiteError,
     SandboxError,
 )
-from posttrain_arena.sandbox.diskcap import bound_text, disk_support
+from posttrain_arena.sandbox.diskcap import bound_text, disk_support, verifier_room
 from posttrain_arena.sandbox.docker_anchor import ANCHOR
 from posttrain_arena.sandbox.docker_disk import SessionDir
 from posttrain_arena.sandbox.docker_session import DockerSession
@@ -321,7 +321,9 @@ class DockerBackend:
         if (mode == "disk" or (mode == "engine" and (target or volumes))) and (
                 disk_support().works and self.host_output_supported()):
             owner = f"{os.getpid()} {time.time():.0f} {pid_namespace()}\n"
-            host_dir = SessionDir.create(sid, owner, payload=payload, output_target=target)
+            room = verifier_room(limits.storage_mb) if target is not None else 0
+            host_dir = SessionDir.create(sid, owner, payload=payload + room,
+                                         output_target=target)
         host_kwargs: dict[str, Any] = dict(
             network_mode="bridge" if limits.allow_internet else "none",
             nano_cpus=int(limits.cpus * 1e9),

@@ -18,7 +18,13 @@ from pathlib import Path
 from posttrain_arena.sandbox.base import ImageRef, Limits, Mount, PrerequisiteError, SandboxError
 from posttrain_arena.sandbox.bwrap import bwrap_path
 from posttrain_arena.sandbox.cgroups import SessionCgroup
-from posttrain_arena.sandbox.diskcap import DiskCap, bound_text, disk_support, make_disk
+from posttrain_arena.sandbox.diskcap import (
+    DiskCap,
+    bound_text,
+    disk_support,
+    make_disk,
+    verifier_room,
+)
 from posttrain_arena.sandbox.local import OUTPUT_ROOT, LocalSession
 from posttrain_arena.sandbox.localbuild import build_local_image, image_dir, read_meta
 from posttrain_arena.sandbox.localfs import SESSION_PREFIX, remove_tree, sessions_dir
@@ -102,9 +108,10 @@ class LocalBackend:
     ) -> LocalSession:
         """A new session with a private copy of the image's files, on a file system of
         its own whose size is the image's files plus the task's storage (diskcap), where
-        the host allows it. `output_dir` needs nothing more here: every writable root
-        (OUTPUT_ROOT among them) is a directory of that file system, which copy_out
-        reads directly."""
+        the host allows it. `output_dir` (a verifier's session) adds room for the
+        verifier's own files beside the agent's state (diskcap.verifier_room); nothing
+        more: every writable root (OUTPUT_ROOT among them) is a directory of that file
+        system, which copy_out reads directly."""
         src = image_dir(image)
         meta = read_meta(src)
         state = Path(tempfile.mkdtemp(prefix=SESSION_PREFIX, dir=sessions_dir()))
@@ -113,7 +120,9 @@ class LocalBackend:
             owner = f"{os.getpid()} {time.time():.0f} {pid_namespace()}\n"
             (state / "owner").write_text(owner)
             if disk_support().works:
-                disk = make_disk(state / "fs", (limits.storage_mb << 20) + _image_bytes(src))
+                room = verifier_room(limits.storage_mb) if output_dir is not None else 0
+                disk = make_disk(state / "fs",
+                                 (limits.storage_mb << 20) + _image_bytes(src) + room)
                 bound = self.disk_bound(limits.storage_mb)
                 copy = [str(src / "fs") + "/.", str(state / "fs")]
             else:

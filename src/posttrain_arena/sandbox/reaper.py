@@ -146,8 +146,7 @@ def reap_local(max_age_sec: float) -> tuple[list[str], int]:
             unmount_under(d)  # its disk: the loop device and its blocks go with it
             remove_tree(d)
             removed.append(d.name)
-    live = {d.name for d in sessions_dir().iterdir() if d.name.startswith(SESSION_PREFIX)}
-    return removed, reap_stale(max_age_sec, live)
+    return removed, reap_stale(max_age_sec, set(removed))
 
 
 def reap_orphans(max_age_sec: float = 6 * 3600) -> ReapReport:
