@@ -10,10 +10,10 @@ for a fixed time per endpoint with 50 connections open, cycling through a set of
 without wrk it falls back to an httpx async generator in this process, which is itself
 the bottleneck on a small machine. Prints p50/p99 latency and requests/s for each
 endpoint beside a baseline measured in the same run: `/api/health` (one read of the
-change counters), the cost of the framework and a database round trip. The last row
-reads the run list while ten running runs each send a heartbeat every second, as ten
-busy workers do (each beat is lifecycle.heartbeat in a write transaction of its own, on
-a fixed schedule). Target: p99 < 50 ms.
+change counters), the cost of the framework and a database round trip. The last two
+rows read the leaderboards and the run list again while ten running runs each send a
+heartbeat every second, as ten busy workers do (each beat is lifecycle.heartbeat in a
+write transaction of its own, on a fixed schedule). Target: p99 < 50 ms.
 
 Each case runs `--rounds` times, the cases interleaved (so a change in the machine's load
 falls on every row alike), and the table shows the median of the rounds beside the load
@@ -29,13 +29,30 @@ each process compute each read once, as it would once per change in production.
     .venv/bin/python benchmarks/bench_service.py [--seconds 10] [--concurrency 50]
 
 `--near-duplicates` measures instead what registering a collection adds to find the
-earlier collection it near-duplicates (service/similarity.py): the MinHash signatures of
-a 200-package collection (scaffolded packages with text of their own) and the lookup
-against 1,000 stored collections of 200 packages each (their band keys indexed; one
-stored collection is a near-copy, so a candidate is verified), beside the structural
-check that registration already runs on the same tree. Target: under 1 s.
+earlier collection it near-duplicates (service/similarity.py, families.py): the MinHash
+signatures of a 200-package collection (scaffolded packages with text of their own),
+then registration's `collections.record` itself against 1,000 stored collections of 200
+packages each (3.2 million band keys, indexed), all another account's: the lock that
+makes registrations one at a time, `families.place` (the best match is another's, so
+the registrant's own families are searched apart too: two lookups), the row, and the
+new signatures and band keys stored; rolled back after each round. One stored
+collection is a near-copy, so a candidate is verified, and the round checks that it is
+found and the new collection held. Beside it: one lookup alone, and the structural
+check registration already runs on the same tree. Each row shows wall time and this
+process's CPU time (the database's own work is in PostgreSQL's processes). Target:
+signatures + record() under 1 s.
 
     .venv/bin/python benchmarks/bench_service.py --near-duplicates
+
+Measured on the shared 2-core CI machine against PostgreSQL, load 12-14 from other jobs
+(2026-12-04). Near-duplicates, 5 rounds: signatures 511 ms wall (166 ms CPU), record()
+255 ms wall (40 ms CPU; one lookup alone 97 ms), so 767 ms in all, under 1 s; the
+structural check beside it 527 ms. Reads, 3 rounds, 50 clients, one server process:
+p99 leaderboard 150 ms, run list 120 ms, with heartbeats 132 and 146 ms, beside
+/api/health at 221 ms in the same run; server CPU 0.07-0.09 ms per leaderboard or
+run-list request (0.28 ms per health request). At that load every row's p99 is the
+queue for the cores, the bare health route's worst of all, so the 50 ms target was not
+shown here; it needs a host whose cores the server and PostgreSQL have to themselves.
 """
 
 from __future__ import annotations
@@ -476,8 +493,11 @@ def main() -> None:
             + [f"/api/runs?challenge=ch{1 + i % 2}&state=scored&limit=50" for i in range(5)]
             + [f"/api/runs?collection_id={rng.randint(1, args.collections)}" for _ in range(5)],
         }
-        beating = f"run list, {args.beating_runs} beating"
-        cases[beating] = cases["run list"]
+        # the same reads again while running runs send heartbeats, as busy workers do
+        beating = {f"{name}, {args.beating_runs} beating" for name in ("leaderboard",
+                                                                     "run list")}
+        for name in sorted(beating):
+            cases[name] = cases[name.split(",")[0]]
         use_wrk = shutil.which("wrk") is not None
         how = (f"wrk, {args.seconds} s" if use_wrk else f"httpx, {args.requests} requests "
                "(no wrk: `apt-get install wrk` for a generator that is not the bottleneck)")
@@ -486,10 +506,10 @@ def main() -> None:
         results: dict[str, list[tuple[float, float, float, int, float, float, int]]] = {}
         for r in range(args.rounds):
             for name, paths in cases.items():
-                # The last case runs beside workers' heartbeats: each changes one run, so
-                # each process reads that run again for the cached pages that show it.
+                # The beating cases run beside workers' heartbeats: each changes one run,
+                # so each process reads that run again for the cached pages that show it.
                 writer = (Heartbeats(url, args.beating_runs, args.beat_sec)
-                          if name == beating else None)
+                          if name in beating else None)
                 try:
                     if use_wrk:  # an unreported run first: each process computes its reads
                         wrk_load(base, paths, args.warmup, args.concurrency)
@@ -517,7 +537,11 @@ def main() -> None:
             print(f"{name:<24}{1000 * med[0]:>9.1f}{1000 * med[1]:>9.1f}{med[2]:>8.0f}"
                   f"{sum(row[3] for row in rows):>7}{1000 * med[4]:>11.2f}{med[5]:>6.1f}"
                   + (f"   ({med[6]:.0f} heartbeats a round, every {args.beat_sec:g} s per "
-                     "run)" if name == beating else ""))
+                     "run)" if name in beating else ""))
+        over = [name for name, rows in results.items() if not name.startswith("baseline")
+                and statistics.median(row[1] for row in rows) >= 0.050]
+        print("p99 < 50 ms: " + ("every leaderboard and run-list row" if not over
+                                 else f"NOT for {', '.join(over)}"))
         print(f"medians of {args.rounds} interleaved rounds; target: p99 < 50 ms for "
               f"leaderboard and run list (host: {os.cpu_count()} cores, load average "
               f"{' '.join(f'{v:.1f}' for v in os.getloadavg())} at the end)")
