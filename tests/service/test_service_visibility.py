@@ -100,6 +100,11 @@ def test_a_held_copy_is_told_to_its_owner_and_editors_only(
         assert rows[copy["id"]]["near_duplicate_of"] is None
     rows = {c["id"]: c for c in arena.call("GET", "/api/collections", "other").json()}
     assert rows[copy["id"]]["near_duplicate_of"] == first["id"]
+    # a preflight of someone else's collection does not say it either
+    pre = arena.call("POST", "/api/runs/preflight", "author",
+                     json={"challenge": "micro", "collection_id": copy["id"]}).json()
+    check = {c["name"]: c for c in pre["checks"]}["near_duplicate"]
+    assert check["status"] == "skip" and str(first["id"]) not in check["reason"]
 
     # organizers list held families with the collection each matched and the command
     assert arena.call("GET", "/api/collections/held", None).status_code == 401

@@ -60,7 +60,10 @@ def evaluate_checks(
         f"{principal.name} --approve`" if allowed and not principal.approved
         else f"{principal.name} may launch runs of collection {col.id}" if allowed
         else "launching belongs to the collection's author and to editors"))
-    checks.append(families.near_duplicate_check(session, col))
+    # whether (and what) it copies is told to its author and editors only (families.py)
+    checks.append(families.near_duplicate_check(session, col) if allowed else PreflightCheck(
+        name="near_duplicate", status=CheckStatus.SKIP,
+        reason="shown to the collection's author and to editors"))
     active = session.scalar(_same_family(select(Run.id), ch, col).where(
         Run.state.in_(ACTIVE_STATES)).limit(1))
     checks.append(_check("no_active_run", active is None,
