@@ -254,6 +254,11 @@ def verifier_room(storage_mb: int) -> int:
     return (16 << 20) + (storage_mb << 20) // 16
 
 
+VERIFIER_INODES = 16_384
+"""Inodes a verifier's session gets beyond an agent's: its own files, and the entries of
+the image's state roots it empties (moved aside, or whiteouts on docker)."""
+
+
 def bound_text(storage_mb: int, how: str) -> str:
     """How a session's disk is bounded, in words (doctor, trial records)."""
     return f"{storage_mb} MiB in total ({how})"

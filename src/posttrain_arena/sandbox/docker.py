@@ -34,7 +34,13 @@ from posttrain_arena.sandbox.base import (
     PrerequisiteError,
     SandboxError,
 )
-from posttrain_arena.sandbox.diskcap import bound_text, disk_support, verifier_room
+from posttrain_arena.sandbox.diskcap import (
+    VERIFIER_INODES,
+    bound_text,
+    disk_support,
+    inodes_for,
+    verifier_room,
+)
 from posttrain_arena.sandbox.docker_anchor import ANCHOR
 from posttrain_arena.sandbox.docker_disk import SessionDir
 from posttrain_arena.sandbox.docker_session import DockerSession
@@ -322,7 +328,8 @@ class DockerBackend:
                 disk_support().works and self.host_output_supported()):
             owner = f"{os.getpid()} {time.time():.0f} {pid_namespace()}\n"
             room = verifier_room(limits.storage_mb) if target is not None else 0
-            host_dir = SessionDir.create(sid, owner, payload=payload + room,
+            inodes = inodes_for(payload) + (VERIFIER_INODES if target is not None else 0)
+            host_dir = SessionDir.create(sid, owner, payload=payload + room, inodes=inodes,
                                          output_target=target)
         host_kwargs: dict[str, Any] = dict(
             network_mode="bridge" if limits.allow_internet else "none",

@@ -63,16 +63,16 @@ class SessionDir:
 
     @classmethod
     def create(cls, sid: str, owner: str, *, payload: int | None,
-               output_target: str | None) -> SessionDir:
+               output_target: str | None, inodes: int | None = None) -> SessionDir:
         """A new one for session `sid` (`owner`: the line of its owner file); `payload`:
-        bytes of the disk to make (None: no disk)."""
+        bytes of the disk to make (None: no disk), with `inodes` (None: the default)."""
         root = sessions_dir() / f"{OUTPUT_PREFIX}{sid}"
         root.mkdir(mode=0o700)
         made = cls(root, None, output_target)
         try:
             (root / "owner").write_text(owner)
             if payload is not None:
-                made.disk = make_disk(root / "disk", payload)
+                made.disk = make_disk(root / "disk", payload, inodes=inodes)
             if output_target is not None:
                 made.host.mkdir()
                 os.chmod(made.host, 0o755)

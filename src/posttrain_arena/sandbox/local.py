@@ -238,7 +238,10 @@ class LocalSession:
         if not os.path.lexists(src):
             raise SandboxError(f"copy_in: {src} does not exist")
         target = self.fs.host_path(normalize(dest, self.image.workdir), write=True)
-        copy_tree(Path(src), target)
+        try:
+            copy_tree(Path(src), target)
+        except OSError as exc:  # the session's disk is full, or the agent made it so
+            raise SandboxError(f"copy_in {src} -> {dest}: {exc}") from exc
 
     def copy_out(self, src: str, dest: Path, *, bounds: TransferBounds | None = None) -> None:
         """Copy a sandbox path to `dest` on the host (the copy's own path). Links are

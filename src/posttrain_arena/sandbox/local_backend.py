@@ -19,9 +19,11 @@ from posttrain_arena.sandbox.base import ImageRef, Limits, Mount, PrerequisiteEr
 from posttrain_arena.sandbox.bwrap import bwrap_path
 from posttrain_arena.sandbox.cgroups import SessionCgroup
 from posttrain_arena.sandbox.diskcap import (
+    VERIFIER_INODES,
     DiskCap,
     bound_text,
     disk_support,
+    inodes_for,
     make_disk,
     verifier_room,
 )
@@ -108,10 +110,11 @@ class LocalBackend:
     ) -> LocalSession:
         """A new session with a private copy of the image's files, on a file system of
         its own whose size is the image's files plus the task's storage (diskcap), where
-        the host allows it. `output_dir` (a verifier's session) adds room for the
-        verifier's own files beside the agent's state (diskcap.verifier_room); nothing
-        more: every writable root (OUTPUT_ROOT among them) is a directory of that file
-        system, which copy_out reads directly."""
+        the host allows it. `output_dir` (a verifier's session) makes it hold an
+        agent's whole disk (the state, which may have used the image's space too) beside
+        the image's emptied files, and room for the verifier's own files
+        (diskcap.verifier_room); nothing more: every writable root (OUTPUT_ROOT among
+        them) is a directory of that file system, which copy_out reads directly."""
         src = image_dir(image)
         meta = read_meta(src)
         state = Path(tempfile.mkdtemp(prefix=SESSION_PREFIX, dir=sessions_dir()))
@@ -120,9 +123,13 @@ class LocalBackend:
             owner = f"{os.getpid()} {time.time():.0f} {pid_namespace()}\n"
             (state / "owner").write_text(owner)
             if disk_support().works:
-                room = verifier_room(limits.storage_mb) if output_dir is not None else 0
-                disk = make_disk(state / "fs",
-                                 (limits.storage_mb << 20) + _image_bytes(src) + room)
+                image_bytes, image_entries = _image_size(src)
+                payload = (limits.storage_mb << 20) + image_bytes
+                inodes = inodes_for(limits.storage_mb << 20) + image_entries
+                if output_dir is not None:  # a verifier's: see the docstring
+                    payload += image_bytes + verifier_room(limits.storage_mb)
+                    inodes += image_entries + VERIFIER_INODES
+                disk = make_disk(state / "fs", payload, inodes=inodes)
                 bound = self.disk_bound(limits.storage_mb)
                 copy = [str(src / "fs") + "/.", str(state / "fs")]
             else:
@@ -148,18 +155,19 @@ class LocalBackend:
             raise SandboxError(f"cannot start a local session from {image.tag}: {exc}") from exc
 
 
-_image_sizes: dict[str, int] = {}
+_image_sizes: dict[str, tuple[int, int]] = {}
 
 
-def _image_bytes(image: Path) -> int:
-    """Bytes an image's files take on a disk (4 KiB blocks; an image never changes once
-    built, so counted once per process)."""
+def _image_size(image: Path) -> tuple[int, int]:
+    """(bytes, entries) an image's files take on a disk (4 KiB blocks; an image never
+    changes once built, so counted once per process)."""
     key = str(image)
     if key not in _image_sizes:
-        total = 0
+        total, entries = 0, 0
         for dirpath, dirs, files in os.walk(image / "fs"):
             for name in [*dirs, *files]:
+                entries += 1
                 with contextlib.suppress(OSError):
                     total += -(-os.lstat(os.path.join(dirpath, name)).st_size // 4096) * 4096
-        _image_sizes[key] = total
+        _image_sizes[key] = (total, entries)
     return _image_sizes[key]
