@@ -40,11 +40,11 @@ from posttrain_arena.sandbox.cgroups import SessionCgroup
 from posttrain_arena.sandbox.diskcap import DiskCap
 from posttrain_arena.sandbox.janitor import later
 from posttrain_arena.sandbox.localfs import (
-    MAX_COPY_DEPTH,
-    TRASH_PREFIX,
     Budget,
     SandboxFS,
+    changed_since,
     copy_tree,
+    discard,
     normalize,
     remove_tree,
 )
@@ -53,20 +53,6 @@ from posttrain_arena.task_format.trust import DEFAULT_PATH
 
 OUTPUT_ROOT = "/logs"
 """A writable root of every session (not of builds): where a verifier's output goes."""
-
-
-def discard(directory: Path) -> None:
-    """Delete a session directory without making the caller wait: rename it aside (one
-    metadata operation) and let the janitor remove it (unlinking is slow on file
-    systems mounted with `discard`); the process waits for that before it exits. What a
-    crash leaves, `reap_local` removes."""
-    trash = directory.with_name(TRASH_PREFIX + directory.name)
-    try:
-        directory.rename(trash)
-    except OSError:
-        remove_tree(directory)
-        return
-    later(lambda: remove_tree(trash))
 
 
 def _uid_of(user: str | None) -> int | None:
@@ -306,23 +292,7 @@ class LocalSession:
         whose ctime is past the session's copy of the image, an entry the image lacks,
         an entry of the image gone). None of the system paths: they are bound
         read-only from the host."""
-        changed: set[str] = set()
-        for root in self.fs.roots:
-            here = self.fs.state / root.lstrip("/")
-            base = self.base_fs / root.lstrip("/") if self.base_fs is not None else None
-            for host, path in _walk(here, root):
-                try:
-                    st = os.lstat(host)
-                except OSError:
-                    continue
-                if st.st_ctime_ns > self.copied_ns or base is None or not os.path.lexists(
-                        base / os.path.relpath(host, here)):
-                    changed.add(path)
-            if base is not None:
-                for host, path in _walk(base, root):
-                    if not os.path.lexists(here / os.path.relpath(host, base)):
-                        changed.add(path)
-        return sorted(changed)
+        return changed_since(self.fs, self.base_fs, self.copied_ns)
 
     def stop(self) -> None:
         """Kill everything and delete the session's files and groups, on the janitor's
@@ -351,28 +321,6 @@ def _remover(disk: DiskCap, state: Path) -> Callable[[], None]:
         disk.release()
         remove_tree(state)
     return remove
-
-
-def _walk(host_root: Path, root: str) -> list[tuple[Path, str]]:
-    """(host path, sandbox path) of every entry under a root's host directory, links
-    never followed: iterative, and no deeper than a bounded copy goes (MAX_COPY_DEPTH;
-    what lies deeper cannot travel anyway) nor through a path the host cannot open."""
-    found: list[tuple[Path, str]] = []
-    if not os.path.isdir(host_root) or os.path.islink(host_root):
-        return found
-    todo: list[tuple[str, str, int]] = [(str(host_root), root.rstrip("/"), 0)]
-    while todo:
-        host, sandbox, depth = todo.pop()
-        try:
-            with os.scandir(host) as it:
-                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
-        except OSError:
-            continue
-        for name, is_dir in entries:
-            found.append((Path(host) / name, f"{sandbox}/{name}"))
-            if is_dir and depth + 1 < MAX_COPY_DEPTH:
-                todo.append((os.path.join(host, name), f"{sandbox}/{name}", depth + 1))
-    return found
 
 
 def _remove_quietly(path: Path) -> None:

@@ -6,7 +6,9 @@ read-only and everything else is hidden. A fixed set of *writable roots* (the wo
 top-level directory a Dockerfile's WORKDIR or COPY names) are bound read-write from the
 session's state directory on the host. This module maps sandbox paths to host paths,
 resolving symlinks the way the sandbox would (inside its own view, never on the host),
-and copies trees without following links.
+copies trees without following links, tells what changed in a session's files since
+they were copied from the image (`changed_since`), and removes session folders
+(`remove_tree`, and `discard` off the caller's thread).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import SandboxError, TransferBounds, TransferLimit
+from posttrain_arena.sandbox.janitor import later
 
 SYSTEM_RO = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 ETC_ALLOWED = (
@@ -55,7 +58,7 @@ public TLS roots) stays; `ssl/private` does not, whoever runs the sandbox."""
 SESSION_PREFIX = "arena-local-"
 """Names of local sessions' folders under sessions_dir()."""
 TRASH_PREFIX = ".trash-"
-"""A session folder renamed aside for removal (local.discard)."""
+"""A session folder renamed aside for removal (discard)."""
 
 
 def sessions_dir() -> Path:
@@ -326,3 +329,63 @@ def _remove(path: Path) -> None:
         remove_tree(path)
     else:
         path.unlink()
+
+
+def discard(directory: Path) -> None:
+    """Delete a session directory without making the caller wait: rename it aside (one
+    metadata operation) and let the janitor remove it (unlinking is slow on file
+    systems mounted with `discard`); the process waits for that before it exits. What a
+    crash leaves, `reap_local` removes."""
+    trash = directory.with_name(TRASH_PREFIX + directory.name)
+    try:
+        directory.rename(trash)
+    except OSError:
+        remove_tree(directory)
+        return
+    later(lambda: remove_tree(trash))
+
+
+def changed_since(fs: SandboxFS, base_fs: Path | None, since_ns: int) -> list[str]:
+    """Sandbox paths of `fs`'s writable roots changed, added or deleted since the copy of
+    the image's files `base_fs` was made (at `since_ns`), read on the host: an inode whose
+    ctime (which no process can set) is later, an entry the image lacks, an entry of the
+    image gone. None: every entry counts as added."""
+    changed: set[str] = set()
+    for root in fs.roots:
+        here = fs.state / root.lstrip("/")
+        base = base_fs / root.lstrip("/") if base_fs is not None else None
+        for host, path in _walk(here, root):
+            try:
+                st = os.lstat(host)
+            except OSError:
+                continue
+            if st.st_ctime_ns > since_ns or base is None or not os.path.lexists(
+                    base / os.path.relpath(host, here)):
+                changed.add(path)
+        if base is not None:
+            for host, path in _walk(base, root):
+                if not os.path.lexists(here / os.path.relpath(host, base)):
+                    changed.add(path)
+    return sorted(changed)
+
+
+def _walk(host_root: Path, root: str) -> list[tuple[Path, str]]:
+    """(host path, sandbox path) of every entry under a root's host directory, links
+    never followed: iterative, and no deeper than a bounded copy goes (MAX_COPY_DEPTH;
+    what lies deeper cannot travel anyway) nor through a path the host cannot open."""
+    found: list[tuple[Path, str]] = []
+    if not os.path.isdir(host_root) or os.path.islink(host_root):
+        return found
+    todo: list[tuple[str, str, int]] = [(str(host_root), root.rstrip("/"), 0)]
+    while todo:
+        host, sandbox, depth = todo.pop()
+        try:
+            with os.scandir(host) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        except OSError:
+            continue
+        for name, is_dir in entries:
+            found.append((Path(host) / name, f"{sandbox}/{name}"))
+            if is_dir and depth + 1 < MAX_COPY_DEPTH:
+                todo.append((os.path.join(host, name), f"{sandbox}/{name}", depth + 1))
+    return found
