@@ -26,10 +26,11 @@ import shutil
 import subprocess
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrain_arena.sandbox.base import SandboxError
+from posttrain_arena.sandbox.janitor import wait as finish_janitor
 
 DISK_CAP_ENV = "ARENA_DISK_CAP"
 """`auto` (the default: loop file systems where the host allows them) or `off`."""
@@ -118,6 +119,7 @@ class DiskCap:
     size: int
     binds: list[Path]
     released: bool = False
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def bind(self, source: Path, target: Path) -> None:
         """Bind `source` (a directory on this disk) over `target`; undone by release."""
@@ -131,14 +133,15 @@ class DiskCap:
         """Detach the binds and the file system (lazily: a process still inside keeps
         it until it ends); the loop device and the file's blocks go with the last user.
         Idempotent."""
-        with _live_guard:
+        with self._guard:  # a second caller returns once the first has detached
             if self.released:
                 return
+            for target in reversed(self.binds):
+                detach(target)
+            detach(self.mount)
             self.released = True
+        with _live_guard:
             _live.pop(id(self), None)
-        for target in reversed(self.binds):
-            detach(target)
-        detach(self.mount)
 
 
 _live: dict[int, DiskCap] = {}
@@ -151,6 +154,7 @@ def _release_all() -> None:
     """At exit, release every disk a session did not (a process that ends on an
     exception never stops its sessions): their loop devices and blocks go back to the
     host now rather than at the next reap."""
+    finish_janitor()  # first what stopped sessions handed over (it releases their disks)
     with _live_guard:
         disks = list(_live.values())
     for disk in disks:
