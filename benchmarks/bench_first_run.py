@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 
-def one_run(label: str, workdir: Path, seed: int) -> float:
+def one_run(label: str, workdir: Path, seed: int | None) -> float:
     from posttrain_arena.challenges.micro.demo import run_demo
     from posttrain_arena.train.stages import StageEvent
 
@@ -55,7 +55,8 @@ def one_run(label: str, workdir: Path, seed: int) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=None,
+                    help="Challenge seed (default: the protocol's declared one, as arena demo)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the cache and work dir here")
     args = ap.parse_args()
     root = Path(args.keep or tempfile.mkdtemp(prefix="bench-first-run-"))
