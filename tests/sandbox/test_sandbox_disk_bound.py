@@ -377,6 +377,10 @@ def test_doctor_says_when_the_total_is_unbounded(monkeypatch: pytest.MonkeyPatch
     assert "UNBOUNDED in total" in LocalBackend.disk_mode()
     assert "disk: UNBOUNDED in total" in LocalBackend().available()[1]  # what doctor prints
     assert "UNBOUNDED" in LocalBackend().disk_bound(64)  # what a session says
+    from posttrain_arena.sandbox.doctor import diagnose
+
+    assert any(h.startswith("local: a session's disk is bounded per file only")
+               for h in diagnose().hints)
     monkeypatch.setenv("ARENA_DISK_CAP", "auto")
     support = disk_support()
     assert ("UNBOUNDED" in LocalBackend.disk_mode()) is not support.works

@@ -82,6 +82,11 @@ def diagnose() -> DoctorReport:
         hints.append(f"base images missing ({missing}): run `arena images bootstrap`")
     if docker_status.works and shutil.which("debootstrap") is None:
         hints.append("`arena images bootstrap` needs debootstrap: apt-get install debootstrap")
+    for status in (docker_status, local_status):
+        if status.works and "UNBOUNDED" in status.detail:
+            hints.append(f"{status.name}: a session's disk is bounded per file only, not in "
+                         "total (agent code can fill this host's disk); run as root with "
+                         "loop devices and mkfs.ext4 (apt-get install e2fsprogs)")
     auto = "docker" if docker_status.works else ("local" if local_status.works else None)
     if auto is None:
         hints.append("no backend works: install docker.io (and start dockerd) or bubblewrap")
