@@ -56,8 +56,15 @@ _support: DiskSupport | None = None
 _support_guard = threading.Lock()
 
 
+_libc_handle: ctypes.CDLL | None = None
+
+
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    global _libc_handle
+    if _libc_handle is None:
+        _libc_handle = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
+                                   use_errno=True)
+    return _libc_handle
 
 
 def disk_support() -> DiskSupport:
@@ -93,9 +100,9 @@ def _probe() -> DiskSupport:
     except (OSError, SandboxError) as exc:
         return DiskSupport(False, f"a loop-mounted ext4 could not be made here: {exc}")
     finally:
-        with contextlib.suppress(OSError):
-            (probe / "m").rmdir()
-            probe.rmdir()
+        for leftover in (probe / "m", probe):
+            with contextlib.suppress(OSError):
+                leftover.rmdir()
     return DiskSupport(True, "loop-mounted ext4 per session")
 
 
