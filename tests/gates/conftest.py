@@ -22,13 +22,15 @@ class CountingBackend:
     def __init__(self, inner: Backend) -> None:
         self.inner = inner
         self.name = inner.name
-        self.host_copies = inner.host_copies
         self.builds = 0
         self.starts = 0
         self._lock = threading.Lock()
 
     def available(self) -> tuple[bool, str]:
         return self.inner.available()
+
+    def disk_bound(self, storage_mb: int) -> str:
+        return self.inner.disk_bound(storage_mb)
 
     def build(self, context: Path, *, timeout: float, task_name: str = "") -> ImageRef:
         with self._lock:

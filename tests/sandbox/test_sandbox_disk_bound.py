@@ -7,6 +7,7 @@ even when its process exits right after the trial or crashes."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -218,6 +219,10 @@ def test_filling_the_disk_is_the_agents_zero_and_the_host_keeps_its_space(
     # own disk, and both may exist at once
     trial_bound = 2 * ((BOUND_MB << 20) + SLACK) + verifier_room(BOUND_MB)
     assert space.drop <= trial_bound, f"the host lost {space.drop >> 20} MiB in the trial"
+    # the record says which bound applied, as the backend words it for this storage size
+    config = json.loads((Path(result.record_dir or "") / "config.json").read_text())
+    assert config["limits"]["disk"] == runner.backend.disk_bound(BOUND_MB)
+    assert str(BOUND_MB) in config["limits"]["disk"] or "UNBOUNDED" in config["limits"]["disk"]
 
 
 def test_the_verifiers_output_folder_is_bounded(

@@ -216,3 +216,9 @@ class Backend(Protocol):
         directory bound there, removed with the session), so that reading it after the
         halt is a host copy rather than an engine round trip. It starts empty."""
         ...
+
+    def disk_bound(self, storage_mb: int) -> str:
+        """How a session with `storage_mb` of storage is bounded in total here, in words
+        (a file system of its own, or "UNBOUNDED in total" and why); trial records and
+        `arena sandbox doctor` carry it."""
+        ...

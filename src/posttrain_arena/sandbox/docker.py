@@ -87,7 +87,6 @@ class DockerBackend:
     """Sandboxes as Docker containers."""
 
     name = "docker"
-    host_copies = False
 
     def __init__(self, reap_after_hours: float | None = None) -> None:
         self._client: Any = None

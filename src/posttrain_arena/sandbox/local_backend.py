@@ -37,7 +37,6 @@ class LocalBackend:
     """Sandboxes made with bubblewrap on this host."""
 
     name = "local"
-    host_copies = True
 
     def available(self) -> tuple[bool, str]:
         """Whether bwrap is installed and can create namespaces here."""

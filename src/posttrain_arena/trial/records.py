@@ -46,7 +46,8 @@ class TrialConfig(BaseModel):
     isolation: str = Field(description="verification mode: fresh or shared")
     agent_timeout_sec: float = Field(description="deadline of the agent phase, seconds")
     verifier_timeout_sec: float = Field(description="limit of the verifier, seconds")
-    limits: dict[str, Any] = Field(description="cpus, memory, storage, pids, network")
+    limits: dict[str, Any] = Field(
+        description="cpus, memory, storage, pids, network; disk: how storage is bounded")
     workdir: str = Field(description="the agent's workspace inside the session")
 
 

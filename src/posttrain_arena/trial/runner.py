@@ -171,7 +171,8 @@ class TrialRunner:
             agent_timeout_sec=timeout, verifier_timeout_sec=fm.verifier.timeout_sec,
             limits={"cpus": fm.environment.cpus, "memory_mb": fm.environment.memory_mb,
                     "storage_mb": fm.environment.storage_mb,
-                    "pids_limit": fm.environment.pids_limit, "network": network},
+                    "pids_limit": fm.environment.pids_limit, "network": network,
+                    "disk": self.backend.disk_bound(fm.environment.storage_mb)},
             workdir=fm.environment.workdir,
         ))
         image: ImageRef | None = None
