@@ -152,13 +152,13 @@ def test_warm_pool_stops_idle_sessions(
 ) -> None:
     import time
 
-    from posttrain_arena.sandbox import Limits, get_backend
+    from posttrain_arena.sandbox import Limits, get_backend, janitor
     from posttrain_arena.trial.pool import SessionPool
 
     monkeypatch.setenv("ARENA_LOCAL_SESSIONS", str(tmp_path / "sessions"))
     root = tmp_path / "sessions" / "posttrain-arena-sessions"
 
-    def live() -> list[Path]:  # stopped sessions may linger briefly as .trash-* folders
+    def live() -> list[Path]:  # a stopped session lingers until the janitor removes it
         return [p for p in root.iterdir() if not p.name.startswith(".")]
 
     backend = get_backend("local")
@@ -174,6 +174,7 @@ def test_warm_pool_stops_idle_sessions(
     again = SessionPool(backend)
     again.take(image, Limits(), {}).stop()
     again.close()
+    assert janitor.wait()  # a stopped session's files go on the janitor's thread
     assert not live()
 
 
