@@ -78,7 +78,7 @@ class _Bars:
 # Measured on two CPU cores at load 8-14 (README, "arena demo": 6 min 40 s in all): one
 # collection's run, the build with the shipped base, and a base pretrained from nothing
 # (when the spec or code makes another; 31 minutes here). The protocol's five runs take
-# about four runs' time (three share the first's baseline), divided among its jobs.
+# about four runs' time (three share the first's baseline).
 RUN_MINUTES, BUILD_MINUTES, PRETRAIN_MINUTES = 6, 1, 30
 
 
@@ -151,10 +151,9 @@ class _Lines:
             self.stage = ""
 
 
-def _plan(compare: bool, seed: int | None, jobs: int = 1) -> str:
-    runs = 4 / max(1, min(jobs, 2)) if compare else 1
-    what = (f"the protocol of five controls, {jobs} at a time" if compare
-            else "micro-relevant")
+def _plan(compare: bool, seed: int | None) -> str:
+    runs = 4 if compare else 1
+    what = "the protocol of five controls" if compare else "micro-relevant"
     which = "the protocol's declared seed" if seed is None else f"seed {seed}"
     return (f"arena demo: builds the micro challenge ({which}) with the shipped base "
             f"model, then post-trains on {what} (baseline evaluation, SFT, evaluation, "
@@ -231,10 +230,6 @@ def register(app: typer.Typer) -> None:
         resume: bool = typer.Option(
             False, "--resume", help="Continue interrupted runs instead of starting over"
         ),
-        jobs: int = typer.Option(
-            1, "--jobs", min=1, help="With --compare: run this many controls at once, each "
-            "in its own process (the figures are the same)"
-        ),
     ) -> None:
         """Build the micro challenge, post-train its tiny model on the relevant collection
         and print the change in held-out pass rate with its 95% interval."""
@@ -246,14 +241,14 @@ def register(app: typer.Typer) -> None:
         sink: _Bars | _Lines
         if sys.stderr.isatty():
             sink = _Bars()
-            sink.bars.console.print(_plan(compare, seed, jobs))
+            sink.bars.console.print(_plan(compare, seed))
             shown: Any = sink.bars
         else:
-            sink = shown = _Lines(_plan(compare, seed, jobs))
+            sink = shown = _Lines(_plan(compare, seed))
         try:
             with shown:
                 result = run_demo(workdir, seed=seed, compare=compare, backend=backend,
-                                  resume=resume, jobs=jobs, progress=sink)
+                                  resume=resume, progress=sink)
         except Exception as exc:  # the demo's failure is the user's first impression: say why
             typer.echo(f"arena demo failed: {type(exc).__name__}: {exc}", err=True)
             raise typer.Exit(1) from None

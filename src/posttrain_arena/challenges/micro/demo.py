@@ -6,35 +6,28 @@ collection (and, with `compare`, the whole protocol of controls: relevant, relev
 another runtime seed, partial, broken verifiers, off-topic) with the real pipeline
 (`train.pipeline.run_recipe`), and returns each control's score. The controls share one
 baseline evaluation (same base model, suite, agent and runtime), measured by the first
-run; the A/A control's runtime seed differs, so it measures its own. With `jobs` > 1 the
-controls run in that many processes at once (each run is deterministic, so the figures
-are the same). The protocol writes what it measured to `controls.json` in the work
-directory (`controls.py`); the result carries the instrument stored with the challenge
-(that file, or the shipped one for the declared seed). What libraries print goes to
-`build.log` in the work directory while the challenge is built and to the run's
-`run.log` during a run; the caller's progress sink sees stages and steps.
+run; the A/A control's runtime seed differs, so it measures its own. The protocol writes
+what it measured to `controls.json` in the work directory (`controls.py`); the result
+carries the instrument stored with the challenge (that file, or the shipped one for the
+declared seed). What libraries print goes to `build.log` in the work directory while the
+challenge is built and to the run's `run.log` during a run; the caller's progress sink
+sees stages and steps.
 """
 
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from posttrain_arena.challenges.micro.build import (
-    BROKEN,
     CONTROLS,
-    OFFTOPIC,
-    PARTIAL,
     RELEVANT,
-    RELEVANT_SEED1,
     MicroChallenge,
     build_micro,
-    load_micro,
 )
 from posttrain_arena.challenges.micro.protocol import declared
 from posttrain_arena.evaluate.instrument import (
@@ -172,63 +165,13 @@ def run_collection(ch: MicroChallenge, collection: str, *, backend: str = "local
         run_dir=str(run_dir), seconds=time.monotonic() - start)
 
 
-# The order controls start in when they run side by side: the A/A rerun and the known
-# positive first (each measures a baseline; the other three share the known positive's,
-# which it publishes within its first stages, long before a process is free for them).
-PARALLEL_ORDER = (RELEVANT_SEED1, RELEVANT, PARTIAL, BROKEN, OFFTOPIC)
-
-
-def _run_in_child(root: str, name: str, backend: str, resume: bool,
-                  events: Any) -> CollectionScore:
-    """One control's run in a process of its own; its progress goes to `events` (a
-    queue), each stage named after the control."""
-    ch = load_micro(root)
-    if ch is None:
-        raise RuntimeError(f"{root}: no micro challenge built there")
-
-    def sink(ev: StageEvent) -> None:
-        events.put(ev.model_copy(update={"stage": f"{name} {ev.stage}"}))
-
-    return run_collection(ch, name, backend=backend, resume=resume, progress=sink)
-
-
-def _run_side_by_side(ch: MicroChallenge, names: tuple[str, ...], jobs: int, *,
-                      backend: str, resume: bool,
-                      progress: Progress) -> dict[str, CollectionScore]:
-    """Run the controls `jobs` at a time, each in a fresh process (spawned: no state of
-    this one is shared), forwarding their progress; scores keyed by name."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    ctx = multiprocessing.get_context("spawn")
-    order = [n for n in PARALLEL_ORDER if n in names]
-    with ctx.Manager() as manager:
-        events = manager.Queue()
-
-        def forward() -> None:  # until the "stop" below
-            while not isinstance(ev := events.get(), str):
-                progress(ev)
-
-        pump = threading.Thread(target=forward, name="demo-controls-progress", daemon=True)
-        pump.start()
-        try:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-                futures = {n: pool.submit(_run_in_child, ch.root, n, backend, resume, events)
-                           for n in order}
-                done = {n: f.result() for n, f in futures.items()}
-        finally:
-            events.put("stop")
-            pump.join(timeout=10)
-    return {n: done[n] for n in names}
-
-
 def run_demo(workdir: Path | str | None = None, *, seed: int | None = None,
              compare: bool = False, backend: str = "local", resume: bool = False,
-             jobs: int = 1, progress: Progress = no_progress) -> DemoResult:
+             progress: Progress = no_progress) -> DemoResult:
     """Build the micro challenge (default: on the protocol's declared seed) and
     post-train on the relevant collection (with `compare`: every control of the
-    protocol, `jobs` at a time, plot their intervals and write what they measured to
-    controls.json); scores keyed by control name."""
+    protocol, plot their intervals and write what they measured to controls.json);
+    scores keyed by control name."""
     from posttrain_arena.challenges.micro.controls import measure_controls
 
     seed = declared().seed if seed is None else seed
@@ -241,15 +184,10 @@ def run_demo(workdir: Path | str | None = None, *, seed: int | None = None,
     progress(StageEvent(stage="build", status="done", message=f"suite {ch.suite_hash[:19]}"))
     if not resume:  # starting over: nothing measured by an earlier invocation is reused
         shutil.rmtree(shared_stages(ch), ignore_errors=True)
-    names = CONTROLS if compare else (RELEVANT,)
     scores: dict[str, CollectionScore] = {}
-    if compare and jobs > 1:
-        scores = _run_side_by_side(ch, names, jobs, backend=backend, resume=resume,
-                                   progress=progress)
-    else:
-        for name in names:
-            scores[name] = run_collection(ch, name, backend=backend, resume=resume,
-                                          progress=progress)
+    for name in CONTROLS if compare else (RELEVANT,):
+        scores[name] = run_collection(ch, name, backend=backend, resume=resume,
+                                      progress=progress)
     plots: list[str] = []
     controls_file = None
     if compare:
