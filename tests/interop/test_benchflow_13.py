@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.spec.conftest import write_package
+from tests.task_format.conftest import write_package
 
 from posttrain_arena.agents.base import AgentContext, AgentRun, Shell
 from posttrain_arena.agents.transcript import Message, Transcript

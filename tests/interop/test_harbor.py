@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from tests.interop.harbor_kit import SOLVE_SH_AT_SOLUTION, TEST_SH, write_harbor_task
-from tests.spec.conftest import write_package
+from tests.task_format.conftest import write_package
 
 from posttrain_arena.agents.empty import EmptyAgent
 from posttrain_arena.agents.oracle import OracleAgent
