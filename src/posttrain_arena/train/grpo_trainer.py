@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrain_arena.train.flatskip import HoldOnFlat, skip_flat_steps
+from posttrain_arena.train.modeling import trainer_settings
 from posttrain_arena.train.recipe import GrpoSection, ModelSection
 from posttrain_arena.train.rollout import AgentRollout
 
@@ -69,19 +70,9 @@ def grpo_trainer(
         loss_type=cfg.loss_type,
         beta=cfg.beta,
         temperature=cfg.temperature,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=cfg.save_steps,
-        save_total_limit=1,
-        report_to=[],
-        seed=seed,
-        data_seed=seed,
-        use_cpu=device == "cpu",
-        bf16=device == "cuda" and model_section.dtype in ("auto", "bfloat16"),
-        disable_tqdm=True,
-        dataloader_num_workers=0,
         log_completions=False,
-        gradient_checkpointing=device == "cuda",  # TRL's default is on: recompute on CPU
+        **trainer_settings(seed=seed, device=device, section=model_section,
+                           save_steps=cfg.save_steps),
         **vllm,
     )
     rows = [{"prompt": name} for name in task_names]

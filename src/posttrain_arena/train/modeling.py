@@ -93,6 +93,23 @@ def lora_config(spec: LoraSpec) -> Any:
     )
 
 
+def trainer_settings(*, seed: int, device: str, section: ModelSection,
+                     save_steps: int) -> dict[str, Any]:
+    """The TrainingArguments every trainer here shares (SFT's and GRPO's): one log line
+    and a checkpoint every `save_steps` (the last one kept), no reporting service, seeded
+    sampling and data order, the device's precision, no progress bars or loader workers;
+    activation checkpointing only on GPUs (TRL turns it on by default, which on the CPU
+    recomputes every forward for nothing)."""
+    return {
+        "logging_steps": 1, "save_strategy": "steps", "save_steps": save_steps,
+        "save_total_limit": 1, "report_to": [], "seed": seed, "data_seed": seed,
+        "use_cpu": device == "cpu",
+        "bf16": device == "cuda" and section.dtype in ("auto", "bfloat16"),
+        "disable_tqdm": True, "dataloader_num_workers": 0,
+        "gradient_checkpointing": device == "cuda",
+    }
+
+
 def trainable_snapshot(model: Any) -> dict[str, Any]:
     """A CPU copy of every trainable parameter (to measure how far training moved it)."""
     return {

@@ -129,22 +129,10 @@ def run_sft(
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         warmup_steps=int(cfg.warmup_ratio * total_steps),
         lr_scheduler_type="linear",
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=cfg.save_steps,
-        save_total_limit=1,
-        report_to=[],
-        seed=seed,
-        data_seed=seed,
-        use_cpu=device == "cpu",
-        bf16=device == "cuda" and model_section.dtype in ("auto", "bfloat16"),
         max_length=cfg.max_length,
         packing=False,
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-        # Activation checkpointing pays only on GPUs (long trajectories); TRL turns it on
-        # by default, which on the CPU recomputes every forward for nothing.
-        gradient_checkpointing=device == "cuda",
+        **modeling.trainer_settings(seed=seed, device=device, section=model_section,
+                                    save_steps=cfg.save_steps),
     )
 
     losses: list[float] = []
