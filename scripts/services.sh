@@ -8,11 +8,13 @@ cd "$(dirname "$0")/.."
 # its data root is a loop-mounted XFS with project quotas (a sparse file, grown as used),
 # so that overlay2 can cap each container's disk (storage_opt size); on ext4 it cannot,
 # and the sandbox puts each container's writable layer on a disk of its own instead
-# (sandbox/docker_disk.py). ARENA_DOCKER_XFS=0 keeps the engine's default data root.
+# (sandbox/docker_disk.py), which bounds it as well. Opt in with ARENA_DOCKER_XFS=1: the
+# default keeps the engine's data root (the XFS path has not run on a kernel that
+# accepts prjquota yet, so CI does not depend on it).
 docker_xfs_root() {
   local img=${ARENA_DOCKER_XFS_IMG:-/var/lib/arena-docker.xfs}
   local root=${ARENA_DOCKER_XFS_ROOT:-/var/lib/arena-docker}
-  [[ "${ARENA_DOCKER_XFS:-1}" == 1 && $EUID == 0 && -e /dev/loop-control ]] || return 1
+  [[ "${ARENA_DOCKER_XFS:-0}" == 1 && $EUID == 0 && -e /dev/loop-control ]] || return 1
   command -v mkfs.xfs >/dev/null || return 1
   if ! mountpoint -q "$root"; then
     if [[ ! -f $img ]]; then
