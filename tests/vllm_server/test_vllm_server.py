@@ -24,7 +24,10 @@ from posttrain_arena.models.openai import OpenAIChatModel
 from posttrain_arena.models.transformers_local import TransformersChatModel
 from posttrain_arena.models.vllm_server import VllmServer, check_served
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+# One worker runs the module: its server (a module fixture) starts once, not on
+# every worker that draws one of its tests (scripts/test.sh: --dist loadgroup).
+pytestmark = [pytest.mark.vllm, pytest.mark.slow,
+              pytest.mark.xdist_group("vllm-server-blank")]
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
 

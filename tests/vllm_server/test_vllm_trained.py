@@ -43,7 +43,10 @@ from posttrain_arena.train.teacher import run_teacher
 from posttrain_arena.trial.executor import ThreadExecutor, TrialJob
 from posttrain_arena.trial.runner import TrialRunner
 
-pytestmark = [pytest.mark.vllm, pytest.mark.bwrap, pytest.mark.slow]
+# One worker runs the module: its server (a module fixture) starts once, not on
+# every worker that draws one of its tests (scripts/test.sh: --dist loadgroup).
+pytestmark = [pytest.mark.vllm, pytest.mark.bwrap, pytest.mark.slow,
+              pytest.mark.xdist_group("vllm-server-trained")]
 
 FAMILIES = 4  # one training instance of each of the first suite families is trained on
 UNTRAINED = 2  # and one more of each of the first two families is not (it likely fails)
