@@ -115,3 +115,29 @@ def test_commands_run_with_the_collector_on(monkeypatch: pytest.MonkeyPatch,
         assert gc.isenabled()
     finally:
         gc.enable()
+
+
+_SHOW_ENV = """
+import os, sys
+from posttrain_arena.cli import main as entry
+entry.build_app = lambda areas: lambda: print(os.environ.get("OMP_WAIT_POLICY"),
+                                             "torch" in sys.modules)
+sys.argv = ["arena", "demo"]
+entry.main()
+"""
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_the_process_defaults_are_set_before_torch_loads_and_yield_to_the_user(
+        given: str | None, seen: str) -> None:
+    """An `arena` process's OpenMP threads sleep when idle unless the user says otherwise,
+    set before any command imports torch (libgomp reads it once, when it loads)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    shown = subprocess.run([sys.executable, "-c", _SHOW_ENV], env=env, capture_output=True,
+                           text=True, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == [seen, "False"]

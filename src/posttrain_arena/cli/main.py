@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -120,8 +121,19 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: Environment defaults for an `arena` process, set before any library loads (a value the
+#: user set wins). OMP_WAIT_POLICY: torch's OpenMP threads sleep when they have no work
+#: instead of spinning, which is read once, when torch loads. On two shared cores,
+#: spinning SFT threads took the CPU from whatever ran beside them (sandboxes, another
+#: run): with two busy processes beside `arena demo`, SFT took 119 s spinning and 55 s
+#: sleeping, with the same figures; alone it costs a few seconds.
+PROCESS_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 def main() -> None:
     """Console-script entry point."""
+    for name, value in PROCESS_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     # Start-up builds tens of thousands of objects that never die (modules, typer's
     # commands); collecting while they are made only rescans them. _root turns the
     # collector back on before any command runs.
