@@ -16,6 +16,6 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 # more than they compute, and the micro demo's chain holds one worker for its whole length.
 cores=$(nproc)
 workers=${ARENA_TEST_WORKERS:-$(( cores < 8 ? cores + 1 : 8 ))}
-# loadgroup: tests marked with one xdist_group run on one worker, in order (the micro
-# protocol resumes the micro demo's run).
+# loadgroup: tests marked with one xdist_group run on one worker, in order (a module whose
+# fixture starts a server starts it once; tests/test_suite_scheduling.py checks it holds).
 exec .venv/bin/python -m pytest -n "$workers" --dist loadgroup "$@"

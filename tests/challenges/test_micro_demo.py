@@ -25,9 +25,12 @@ from posttrain_arena.challenges.micro.protocol import declared
 from posttrain_arena.cli.main import app
 from posttrain_arena.evaluate.instrument import instrument_beside, read_instrument
 
-# One xdist worker runs both tests, in order: the protocol resumes the demo's relevant run
-# (scripts/test.sh schedules with --dist loadgroup).
-pytestmark = [pytest.mark.slow, pytest.mark.bwrap, pytest.mark.xdist_group("micro-demo")]
+# The two tests may run at once on two workers: the protocol runs all five of its runs
+# itself, the demo's relevant run included, so the suite's longest chain is the protocol
+# alone. Where one worker runs both (or `pytest -k`, in order), the protocol resumes the
+# demo's run from the module's work dir.
+pytestmark = [pytest.mark.slow, pytest.mark.bwrap]
+
 
 SHAPE = {"collection", "base_rate", "final_rate", "delta_pp", "ci95_low_pp", "ci95_high_pp",
          "p_value", "tasks", "samples_per_task", "run_dir", "seconds", "after_sft_rate",
@@ -37,10 +40,10 @@ SHAPE = {"collection", "base_rate", "final_rate", "delta_pp", "ci95_low_pp", "ci
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One micro work dir for the module. The protocol's known positive is the demo's
-    run: run stages are content-addressed, so `--resume` reuses each finished stage whose
-    inputs are the same and redoes any whose inputs differ (run alone, the protocol test
-    runs it all)."""
+    """One micro work dir for the module's tests on one worker. Run stages are
+    content-addressed, so the protocol's `--resume` reuses each finished stage of the
+    demo's run whose inputs are the same and redoes any whose inputs differ; on a worker
+    of its own it runs them all."""
     return tmp_path_factory.mktemp("demo") / "micro"
 
 
@@ -98,7 +101,7 @@ def test_demo_learns_from_the_relevant_collection(workdir: Path) -> None:
 
 def test_protocol_of_controls_orders_as_expected(workdir: Path) -> None:
     proto = declared()
-    # The known positive is the demo's run, resumed.
+    # The known positive is the demo's run: resumed where this worker ran the demo.
     result = CliRunner().invoke(app, ["demo", "--compare", "--resume", "--json",
                                       "--workdir", str(workdir)])
     assert result.exit_code == 0, result.output
