@@ -32,6 +32,11 @@ class TransferLimit(SandboxError):
     host (the partial copy is removed)."""
 
 
+class SessionDiskFull(TransferLimit):
+    """copy_out: the engine could not read the path because the session's own disk (its
+    bound, filled by what ran in it) has no block or inode left for the engine's work."""
+
+
 @dataclass(frozen=True)
 class TransferBounds:
     """Bounds on one copy out of a session: a count of entries (files, directories,

@@ -35,6 +35,7 @@ from posttrain_arena.sandbox.base import (
     ImageRef,
     MissingPath,
     SandboxError,
+    SessionDiskFull,
     Stdin,
     TransferBounds,
 )
@@ -293,7 +294,25 @@ class DockerSession:
         if self.output is not None and src == self.output.target and self._halted:
             self._copy_output(dest, bounds)  # no process is left to write it
             return
-        get_path(self.api, self.container, self.id, src, dest, bounds)
+        try:
+            get_path(self.api, self.container, self.id, src, dest, bounds)
+        except SandboxError as exc:
+            # The engine mounts the container to read it and may need a block or an inode
+            # on its layer: on a session disk the agent filled, that is the agent's doing.
+            if "no space left on device" in str(exc) and self._disk_full():
+                raise SessionDiskFull(f"copy_out {src}: the session's disk is full; the "
+                                      "engine cannot read it") from exc
+            raise
+
+    def _disk_full(self) -> bool:
+        """The session's own disk has (almost) no block or inode left."""
+        if self.host_dir is None or self.host_dir.disk is None:
+            return False
+        try:
+            st = os.statvfs(self.host_dir.disk.mount)
+        except OSError:
+            return False
+        return st.f_bavail * st.f_frsize < (1 << 20) or st.f_favail < 16
 
     def _copy_output(self, dest: Path, bounds: TransferBounds | None) -> None:
         """copy_out of the output directory of a halted session: a host copy (links as
